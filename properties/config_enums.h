@@ -1,0 +1,21 @@
+// Closed value sets of ServingConfig and their property spellings.
+#pragma once
+
+#include <string_view>
+
+namespace lmx::properties {
+
+enum class Dtype { Auto, Fp32, Fp16, Bf16 };
+enum class Device { Cpu, Cuda };  // option.device=auto is resolved at load time
+enum class Quantize { None, DynamicInt8, SmoothQuant };
+enum class RollingBatch { Auto, Disable };
+enum class OutputFormatter { Json, JsonLines, Sse };
+
+// Canonical spellings, as accepted in serving.properties and printed by `lmx config`.
+std::string_view to_string(Dtype v);
+std::string_view to_string(Device v);
+std::string_view to_string(Quantize v);  // None -> "none"
+std::string_view to_string(RollingBatch v);
+std::string_view to_string(OutputFormatter v);
+
+}  // namespace lmx::properties

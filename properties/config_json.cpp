@@ -1,0 +1,58 @@
+// to_json(ServingConfig): every key with its typed value and where it came from.
+#include "properties/serving_config.h"
+
+namespace lmx::properties {
+namespace {
+
+nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
+  using nlohmann::json;
+  if (key == "option.model_id") return c.model_id.empty() ? c.model_path.string() : c.model_id;
+  if (key == "option.revision") return c.revision.empty() ? json() : json(c.revision);
+  if (key == "option.tensor_parallel_degree") return c.tensor_parallel_degree;
+  if (key == "option.dtype") return to_string(c.dtype);
+  if (key == "option.max_tokens") return c.max_tokens;
+  if (key == "option.quantize") return c.quantize == Quantize::None ? json() : json(to_string(c.quantize));
+  if (key == "option.smoothquant_alpha") return c.smoothquant_alpha ? json(*c.smoothquant_alpha) : json();
+  if (key == "option.rolling_batch") return to_string(c.rolling_batch);
+  if (key == "option.max_rolling_batch_size") return c.max_rolling_batch_size;
+  if (key == "option.max_rolling_batch_prefill_tokens") return c.max_rolling_batch_prefill_tokens;
+  if (key == "option.enable_cuda_graph") return c.enable_cuda_graph;
+  if (key == "option.task") return c.task;
+  if (key == "option.device") return to_string(c.device);
+  if (key == "option.output_formatter") return to_string(c.output_formatter);
+  if (key == "option.trust_remote_code") return c.trust_remote_code;
+  if (key == "option.model_loading_timeout") return c.model_loading_timeout_s;
+  if (key == "job_queue_size") return c.job_queue_size;
+  if (key == "batch_size") return c.batch_size;
+  if (key == "max_batch_delay") return c.max_batch_delay_ms;
+  if (key == "chunked_read_timeout") return c.chunked_read_timeout_s;
+  return json();
+}
+
+}  // namespace
+
+nlohmann::json to_json(const ServingConfig& config) {
+  nlohmann::json settings = nlohmann::json::object();
+  for (const std::string& key : known_keys()) {
+    nlohmann::json entry;
+    entry["value"] = value_of(config, key);
+    auto it = config.sources.find(key);
+    const ValueSource src = it != config.sources.end() ? it->second : ValueSource{};
+    entry["source"] = to_string(src.kind);
+    entry["from"] = src.describe();
+    if (!src.name.empty()) entry["origin"] = src.name;
+    if (src.kind == ValueSource::Kind::File) entry["line"] = src.line;
+    if (src.kind != ValueSource::Kind::Default) entry["raw"] = src.raw;
+    if (!src.note.empty()) entry["note"] = src.note;
+    settings[key] = std::move(entry);
+  }
+  nlohmann::json out;
+  out["model_dir"] = config.model_dir.string();
+  out["model_path"] = config.model_path.string();
+  out["settings"] = std::move(settings);
+  out["unknown"] = config.unknown;
+  out["warnings"] = config.warnings;
+  return out;
+}
+
+}  // namespace lmx::properties

@@ -1,0 +1,31 @@
+// What this build of the engine can actually honour. Validation checks every configured value
+// twice: is it a valid LMI value at all (else "invalid value ... allowed: ..."), and can this
+// build run it (else "... is valid but not supported by this build of LMX yet").
+//
+// Engine owners: widen EngineCapabilities::this_build() in engine_capabilities.cpp when a
+// feature lands (e.g. add Device::Cuda, Dtype::Bf16, raise max_tensor_parallel_degree).
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "properties/config_enums.h"
+
+namespace lmx::properties {
+
+struct EngineCapabilities {
+  std::set<Device> devices;
+  std::set<Dtype> dtypes;                    // Dtype::Auto is always accepted
+  int max_tensor_parallel_degree = 1;
+  std::set<Quantize> quantize;               // Quantize::None is always accepted
+  bool cuda_graphs = false;
+  std::set<RollingBatch> rolling_batch;
+  std::set<std::string> tasks;
+
+  // The capability table of the code in this checkout.
+  static EngineCapabilities this_build();
+  // Everything LMX's configuration language can express (for tests and docs).
+  static EngineCapabilities everything();
+};
+
+}  // namespace lmx::properties

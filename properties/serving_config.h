@@ -1,0 +1,81 @@
+// serving.properties + environment -> one typed, validated ServingConfig that remembers where each
+// value came from. The engine, the plugin and the server read only this struct.
+//
+//   auto env = lmx::properties::Environment::from_process();
+//   auto cfg = lmx::properties::load_serving_config("/opt/ml/model", env,
+//                                                   EngineCapabilities::this_build());
+//
+// Precedence, highest first: caller overrides (the plugin's create call), serving.properties,
+// OPTION_*/SERVING_*, HF_MODEL_ID/HF_REVISION/TENSOR_PARALLEL_DEGREE/HF_TASK/HF_*TRUST_REMOTE_CODE,
+// TGI-style aliases, defaults (LMI's, see docs/configuration.md).
+// Any invalid value -> lmx::Error naming key, value, source and what is allowed (all problems in
+// one message). Unknown keys -> warnings (ServingConfig::warnings, also logged with spdlog).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "properties/config_enums.h"
+#include "properties/config_merge.h"
+#include "properties/engine_capabilities.h"
+#include "properties/env_source.h"
+#include "properties/value_source.h"
+
+namespace lmx::properties {
+
+struct ServingConfig {
+  std::filesystem::path model_dir;   // the model store directory given to the loader
+  std::string model_id;              // option.model_id as written ("" when unset)
+  std::filesystem::path model_path;  // resolved local directory holding config.json + weights
+  std::string revision;              // option.revision: accepted, unused (no downloads)
+
+  int tensor_parallel_degree = 1;    // `max` already resolved to the GPU count
+  Dtype dtype = Dtype::Auto;
+  int max_tokens = 1024;             // prompt + generated tokens per request
+  Quantize quantize = Quantize::None;
+  std::optional<double> smoothquant_alpha;  // unset: searched during calibration
+  RollingBatch rolling_batch = RollingBatch::Auto;
+  int max_rolling_batch_size = 256;
+  int max_rolling_batch_prefill_tokens = 4096;
+  bool enable_cuda_graph = false;
+  std::string task = "text-generation";
+  Device device = Device::Cpu;       // option.device=auto resolved (cuda when a GPU is usable)
+  OutputFormatter output_formatter = OutputFormatter::Json;
+  bool trust_remote_code = false;    // accepted; meaningless here (no Python, no remote code)
+  int model_loading_timeout_s = 1800;
+
+  // Server (non-option) keys.
+  int job_queue_size = 1000;
+  int batch_size = 1;
+  int max_batch_delay_ms = 100;
+  int chunked_read_timeout_s = 60;
+
+  // Property key (e.g. "option.dtype", "job_queue_size") -> where its value came from. Holds every
+  // key listed in known_keys().
+  std::map<std::string, ValueSource> sources;
+  // Keys nobody understands, with their winning raw values (also reported in `warnings`).
+  std::map<std::string, std::string> unknown;
+  std::vector<std::string> warnings;
+
+  const ValueSource& source_of(const std::string& key) const;  // throws lmx::Error if not a key
+};
+
+// Reads model_dir/serving.properties when present, merges the environment, validates against
+// `caps`. Throws lmx::Error on any invalid or unsupported value, or a missing model directory.
+ServingConfig load_serving_config(const std::filesystem::path& model_dir, const Environment& env,
+                                  const EngineCapabilities& caps,
+                                  const std::vector<Override>& overrides = {});
+
+// All property keys ServingConfig understands, canonical (lower-case) spelling.
+const std::vector<std::string>& known_keys();
+
+// {"model_dir": ..., "model_path": ..., "settings": {key: {"value", "source", "origin", "line",
+//  "raw", "note"}}, "unknown": {...}, "warnings": [...]}
+nlohmann::json to_json(const ServingConfig& config);
+
+}  // namespace lmx::properties
