@@ -1,0 +1,97 @@
+// lmx generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]
+//              [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P --seed S]
+//              [--repetition-penalty R] [--ignore-eos] [--json] [--dump-logits]
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "args.h"
+#include "commands.h"
+#include "engine/backend/cpu_backend.h"
+#include "engine/core/error.h"
+#include "engine/generate/generator.h"
+#include "engine/model/model.h"
+
+namespace lmx::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: lmx generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
+    "                    [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P\n"
+    "                    --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
+    "                    [--dump-logits] [--verbose]\n";
+
+SamplingParams sampling_from(const Args& args) {
+  SamplingParams s;
+  const bool any_sampling = args.has("--temperature") || args.has("--top-k") ||
+                            args.has("--top-p") || args.has("--seed");
+  if (args.has("--greedy") && any_sampling)
+    throw_error("--greedy cannot be combined with --temperature/--top-k/--top-p/--seed");
+  s.greedy = !any_sampling;
+  s.temperature = float(args.get_double("--temperature").value_or(1.0));
+  s.top_k = int(args.get_int("--top-k").value_or(0));
+  s.top_p = float(args.get_double("--top-p").value_or(1.0));
+  s.seed = uint64_t(args.get_int("--seed").value_or(0));
+  s.repetition_penalty = float(args.get_double("--repetition-penalty").value_or(1.0));
+  s.validate();
+  return s;
+}
+
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  const Args args(argc, argv,
+                  {"--model", "--prompt", "--prompt-ids", "--max-new-tokens", "--device",
+                   "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty"},
+                  {"--greedy", "--ignore-eos", "--json", "--dump-logits", "--verbose"});
+  spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
+  const std::string model_dir = args.require("--model");
+  if (args.has("--prompt") == args.has("--prompt-ids"))
+    throw_error("give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+  const std::string device = args.get("--device").value_or("cpu");
+  if (device == "cuda")
+    throw_error("--device cuda: the CUDA backend is not available in this build yet; use "
+                "--device cpu");
+  if (device != "cpu") throw_error("--device must be cpu or cuda, got '{}'", device);
+
+  GenerationRequest request;
+  if (args.has("--prompt"))
+    throw_error("--prompt TEXT needs the tokenizer, which is not available in this build yet; "
+                "use --prompt-ids");
+  request.prompt = Args::parse_int_list("--prompt-ids", *args.get("--prompt-ids"));
+  request.params.max_new_tokens = int(args.get_int("--max-new-tokens").value_or(30));
+  request.params.ignore_eos = args.has("--ignore-eos");
+  request.params.sampling = sampling_from(args);
+  request.params.return_prompt_logits = args.has("--dump-logits");
+
+  const LoadedModel model = load_model(model_dir);
+  const int block_size = 16;
+  const int tokens = int(request.prompt.size()) + request.params.max_new_tokens;
+  auto backend = make_cpu_backend(model, {block_size, (tokens + block_size - 1) / block_size});
+  Generator generator(*backend);
+  const GenerationResult result = generator.generate(std::span(&request, 1)).front();
+
+  if (args.has("--json")) {
+    nlohmann::json out;
+    out["prompt_ids"] = request.prompt;
+    out["token_ids"] = result.tokens;
+    out["text"] = nullptr;  // needs the tokenizer
+    out["finish_reason"] = finish_reason_name(result.finish);
+    if (args.has("--dump-logits")) out["last_prompt_logits"] = result.prompt_logits;
+    std::cout << out.dump() << "\n";
+  } else {
+    for (size_t i = 0; i < result.tokens.size(); ++i)
+      std::cout << (i ? "," : "") << result.tokens[i];
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace lmx::cli

@@ -1,0 +1,9 @@
+// Subcommands of the `lmx` tool. Each lives in its own cmd_<name>.cpp and returns the process
+// exit code; argv[0] is the subcommand name.
+#pragma once
+
+namespace lmx::cli {
+
+int run_generate(int argc, char** argv);
+
+}  // namespace lmx::cli

@@ -1,0 +1,41 @@
+// A backend runs the decoder over a ragged batch: several sequences, each contributing a chunk of
+// new tokens (a whole prompt, part of one, or a single decode token), in one forward pass.
+// KV storage is paged: the caller (generator / scheduler) owns block allocation and passes each
+// sequence's block table.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model/decoder_desc.h"
+
+namespace lmx {
+
+struct BatchChunk {
+  std::span<const int32_t> tokens;       // new tokens of this sequence
+  int start_position = 0;                // position of tokens[0] = tokens already in the cache
+  std::span<const int32_t> block_table;  // KV blocks covering start_position + tokens.size()
+  bool compute_logits = true;            // logits of the chunk's last token
+};
+
+struct KvCacheShape {
+  int block_size = 16;  // tokens per block
+  int num_blocks = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const DecoderDesc& desc() const = 0;
+  virtual const KvCacheShape& kv_shape() const = 0;
+  virtual std::string name() const = 0;
+
+  // Runs the chunks, appending their K/V to the cache, and writes the logits of every chunk with
+  // compute_logits, in chunk order: logits is resized to [count, vocab] fp32, host.
+  virtual void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) = 0;
+};
+
+}  // namespace lmx

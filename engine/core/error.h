@@ -1,0 +1,23 @@
+// Error type used inside the engine. Internal code throws lmx::Error with a message that names
+// what was wrong (file, tensor, key, value, what is allowed); the plugin boundary catches it.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace lmx {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// throw_error("tensor {} has shape {}, expected {}", name, a, b)
+template <typename... Args>
+[[noreturn]] void throw_error(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace lmx

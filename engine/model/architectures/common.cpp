@@ -1,0 +1,179 @@
+#include "engine/model/architectures/common.h"
+
+#include "engine/core/error.h"
+
+namespace lmx::arch {
+namespace {
+
+using json = nlohmann::json;
+
+double number_or(const json& obj, const char* key, double fallback, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_number()) throw_error("{}: '{}' must be a number, got {}", where, key, it->dump());
+  return it->get<double>();
+}
+
+}  // namespace
+
+RopeDesc read_rope(const ModelConfig& config, int head_dim) {
+  const json& raw = config.raw();
+  RopeDesc rope;
+  json params = json::object();  // rope_type and its factors
+  std::string where = config.source();
+  if (raw.contains("rope_parameters") && !raw["rope_parameters"].is_null()) {
+    params = raw["rope_parameters"];
+    where += ": rope_parameters";
+    if (!params.is_object() || !(params.contains("rope_type") || params.contains("rope_theta")))
+      throw_error("{} must be an object with 'rope_type' and 'rope_theta' (per-layer-type rope "
+                  "parameters are not supported)", where);
+    rope.theta = float(number_or(params, "rope_theta", 10000.0, where));
+  } else {
+    rope.theta = float(config.get_double({"rope_theta"}).value_or(10000.0));
+    if (raw.contains("rope_scaling") && !raw["rope_scaling"].is_null()) {
+      params = raw["rope_scaling"];
+      where += ": rope_scaling";
+      if (!params.is_object()) throw_error("{} must be an object or null", where);
+    }
+  }
+
+  double partial = number_or(params, "partial_rotary_factor",
+                             config.get_double({"partial_rotary_factor"}).value_or(1.0), where);
+  if (partial <= 0.0 || partial > 1.0)
+    throw_error("{}: partial_rotary_factor {} must be in (0, 1]", config.source(), partial);
+  rope.rotary_dim = int(head_dim * partial);
+  if (rope.rotary_dim % 2 != 0 || rope.rotary_dim == 0)
+    throw_error("{}: rotary dimension {} (head_dim {} x partial_rotary_factor {}) must be even "
+                "and positive", config.source(), rope.rotary_dim, head_dim, partial);
+
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"})
+    if (params.contains(key) && params[key].is_string()) {
+      type = params[key].get<std::string>();
+      break;
+    }
+  if (type == "default") {
+    rope.scaling = RopeScalingKind::None;
+  } else if (type == "linear") {
+    rope.scaling = RopeScalingKind::Linear;
+    rope.factor = float(number_or(params, "factor", 1.0, where));
+  } else if (type == "llama3") {
+    rope.scaling = RopeScalingKind::Llama3;
+    rope.factor = float(number_or(params, "factor", 8.0, where));
+    rope.low_freq_factor = float(number_or(params, "low_freq_factor", 1.0, where));
+    rope.high_freq_factor = float(number_or(params, "high_freq_factor", 4.0, where));
+    rope.original_max_position = int(number_or(params, "original_max_position_embeddings", 8192, where));
+    if (rope.high_freq_factor <= rope.low_freq_factor)
+      throw_error("{}: llama3 high_freq_factor {} must exceed low_freq_factor {}", where,
+                  rope.high_freq_factor, rope.low_freq_factor);
+  } else {
+    throw_error("{}: rope type '{}' is not supported (supported: default, linear, llama3)", where,
+                type);
+  }
+  if (rope.factor <= 0.0f) throw_error("{}: rope factor must be positive", where);
+  return rope;
+}
+
+Activation parse_activation(const ModelConfig& config, const char* key, const std::string& fallback) {
+  const std::string name = config.get_string(key).value_or(fallback);
+  if (name == "silu" || name == "swish") return Activation::Silu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
+    return Activation::GeluTanh;
+  if (name == "gelu") return Activation::GeluExact;
+  if (name == "relu") return Activation::Relu;
+  throw_error("{}: '{}' = '{}' is not supported (supported: silu, swish, gelu, gelu_new, "
+              "gelu_pytorch_tanh, gelu_fast, relu)", config.source(), key, name);
+}
+
+std::vector<int> read_sliding_windows(const ModelConfig& config, int num_layers,
+                                      const std::function<int(int)>& fallback) {
+  std::vector<int> windows(num_layers, 0);
+  const json& raw = config.raw();
+  if (!raw.contains("layer_types") || raw["layer_types"].is_null()) {
+    for (int i = 0; i < num_layers; ++i) windows[i] = fallback(i);
+    return windows;
+  }
+  const json& types = raw["layer_types"];
+  if (!types.is_array() || int(types.size()) != num_layers)
+    throw_error("{}: 'layer_types' must list one type per layer ({} layers)", config.source(),
+                num_layers);
+  for (int i = 0; i < num_layers; ++i) {
+    const std::string t = types[i].is_string() ? types[i].get<std::string>() : types[i].dump();
+    if (t == "full_attention") continue;
+    if (t != "sliding_attention")
+      throw_error("{}: layer_types[{}] = '{}' is not supported (full_attention, sliding_attention)",
+                  config.source(), i, t);
+    auto w = config.get_int({"sliding_window"});
+    if (!w || *w <= 0)
+      throw_error("{}: layer {} is sliding_attention but 'sliding_window' is not a positive integer",
+                  config.source(), i);
+    windows[i] = *w;
+  }
+  return windows;
+}
+
+DecoderDesc describe_llama_like(const ModelConfig& config, bool tie_default) {
+  DecoderDesc d;
+  d.architecture = config.architecture();
+  d.vocab_size = config.require_int({"vocab_size"});
+  d.hidden_size = config.require_int({"hidden_size"});
+  d.num_layers = config.require_int({"num_hidden_layers"});
+  d.num_heads = config.require_int({"num_attention_heads"});
+  d.num_kv_heads = config.get_int({"num_key_value_heads"}).value_or(d.num_heads);
+  if (d.num_heads <= 0) throw_error("{}: num_attention_heads must be positive", config.source());
+  d.head_dim = config.get_int({"head_dim"}).value_or(d.hidden_size / d.num_heads);
+  d.intermediate_size = config.require_int({"intermediate_size"});
+  d.max_position_embeddings = config.get_int({"max_position_embeddings"}).value_or(2048);
+  d.norm = NormKind::RmsNorm;
+  d.norm_eps = float(config.get_double({"rms_norm_eps"}).value_or(1e-6));
+  d.positions = PositionKind::Rotary;
+  d.rope = read_rope(config, d.head_dim);
+  d.mlp = MlpKind::Gated;
+  d.activation = parse_activation(config, "hidden_act", "silu");
+  d.tie_word_embeddings = config.get_bool("tie_word_embeddings").value_or(tie_default);
+  d.sliding_window.assign(d.num_layers, 0);
+  return d;
+}
+
+TensorNames llama_style_names(const DecoderDesc& desc) {
+  TensorNames n;
+  n.embed = "model.embed_tokens.weight";
+  n.final_norm_weight = "model.norm.weight";
+  n.lm_head = "lm_head.weight";
+  const std::string layer = "model.layers.{}.";
+  n.attn_norm_weight = layer + "input_layernorm.weight";
+  n.mlp_norm_weight = layer + "post_attention_layernorm.weight";
+  for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
+    n.qkv_weight.push_back(layer + "self_attn." + p + ".weight");
+    if (desc.qkv_bias) n.qkv_bias.push_back(layer + "self_attn." + p + ".bias");
+  }
+  n.o_weight = layer + "self_attn.o_proj.weight";
+  if (desc.o_bias) n.o_bias = layer + "self_attn.o_proj.bias";
+  for (const char* p : {"gate_proj", "up_proj"}) {
+    n.up_weight.push_back(layer + "mlp." + p + ".weight");
+    if (desc.mlp_bias) n.up_bias.push_back(layer + "mlp." + p + ".bias");
+  }
+  n.down_weight = layer + "mlp.down_proj.weight";
+  if (desc.mlp_bias) n.down_bias = layer + "mlp.down_proj.bias";
+  return n;
+}
+
+void finish_desc(const ModelConfig& config, DecoderDesc& d) {
+  d.bos_token_id = config.bos_token_id();
+  d.eos_token_ids = config.eos_token_ids();
+  const auto positive = [&](int v, const char* what) {
+    if (v <= 0) throw_error("{}: {} must be positive, got {}", config.source(), what, v);
+  };
+  positive(d.vocab_size, "vocab size");
+  positive(d.hidden_size, "hidden size");
+  positive(d.num_layers, "number of layers");
+  positive(d.num_kv_heads, "number of key/value heads");
+  positive(d.head_dim, "head dimension");
+  positive(d.intermediate_size, "intermediate size");
+  positive(d.max_position_embeddings, "max_position_embeddings");
+  if (d.num_heads % d.num_kv_heads != 0)
+    throw_error("{}: {} attention heads are not a multiple of {} key/value heads", config.source(),
+                d.num_heads, d.num_kv_heads);
+}
+
+}  // namespace lmx::arch

@@ -1,0 +1,27 @@
+// A model directory opened and validated: config, architecture, decoder description and the
+// resolved (still memory-mapped) weights. Backends build their device copies from this.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "engine/model/architecture.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/weight_map.h"
+
+namespace lmx {
+
+struct LoadedModel {
+  std::filesystem::path dir;
+  ModelConfig config;
+  const Architecture* architecture = nullptr;
+  DecoderDesc desc;
+  std::unique_ptr<Checkpoint> checkpoint;  // owns the memory maps `weights` points into
+  ModelWeightRefs weights;
+};
+
+// Reads config.json (+ generation_config.json), picks the architecture and resolves every weight.
+// Throws lmx::Error naming the file, key or tensor on any problem.
+LoadedModel load_model(const std::filesystem::path& model_dir);
+
+}  // namespace lmx
