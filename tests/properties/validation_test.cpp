@@ -1,0 +1,232 @@
+// Every key's validation: invalid values name key, value, source and what is allowed; valid but
+// unsupported values say so; conflicting combinations name both sides.
+#include <cctype>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/core/error.h"
+#include "properties/serving_config.h"
+#include "temp_model_dir.h"
+
+namespace {
+
+using namespace lmx::properties;
+using lmx::properties::testing::TempModelDir;
+
+// Loads and returns the error text; records a failure when loading succeeds.
+std::string error_of(const TempModelDir& dir, std::map<std::string, std::string> env = {},
+                     int gpus = 0, const EngineCapabilities& caps = EngineCapabilities::this_build()) {
+  try {
+    load_serving_config(dir.path(), Environment::from_map(std::move(env), gpus), caps);
+  } catch (const lmx::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "configuration was accepted";
+  return "";
+}
+
+::testing::AssertionResult contains(const std::string& haystack, const std::string& needle) {
+  if (haystack.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << needle << "' not in: " << haystack;
+}
+
+struct BadValue {
+  const char* key;
+  const char* value;
+  const char* allowed;  // a piece of the "allowed" text
+};
+
+// One invalid value per key (several for the tricky ones), checked against everything the
+// configuration language allows, so that no error comes from missing engine support.
+const std::vector<BadValue> kBadValues = {
+    {"option.tensor_parallel_degree", "0", "a positive integer or max"},
+    {"option.tensor_parallel_degree", "two", "a positive integer or max"},
+    {"option.tensor_parallel_degree", "1.5", "a positive integer or max"},
+    {"option.dtype", "fp8", "fp32, fp16, bf16, auto"},
+    {"option.dtype", "int8", "option.quantize=dynamic_int8"},
+    {"option.max_tokens", "0", "an integer >= 1"},
+    {"option.max_tokens", "-5", "an integer >= 1"},
+    {"option.max_tokens", "12abc", "an integer >= 1"},
+    {"option.max_tokens", "99999999999999999999999", "an integer >= 1"},
+    {"option.max_tokens", "", "an integer >= 1"},
+    {"option.quantize", "gptq", "dynamic_int8, smoothquant"},
+    {"option.quantize", "bitsandbytes", "dynamic_int8, smoothquant"},
+    {"option.smoothquant_alpha", "1.5", "a number from 0 to 1"},
+    {"option.smoothquant_alpha", "-0.1", "a number from 0 to 1"},
+    {"option.smoothquant_alpha", "nan", "a number from 0 to 1"},
+    {"option.smoothquant_alpha", "half", "a number from 0 to 1"},
+    {"option.rolling_batch", "vllm", "LMX is its own engine"},
+    {"option.rolling_batch", "sometimes", "auto, disable"},
+    {"option.max_rolling_batch_size", "0", "an integer from 1 to"},
+    {"option.max_rolling_batch_prefill_tokens", "many", "an integer >= 1"},
+    {"option.enable_cuda_graph", "yes", "true, false"},
+    {"option.task", "image-generation", "text-generation"},
+    {"option.device", "tpu", "cpu, cuda, auto"},
+    {"option.output_formatter", "xml", "json, jsonlines, sse"},
+    {"option.trust_remote_code", "maybe", "true, false"},
+    {"option.model_loading_timeout", "0", "an integer >= 1"},
+    {"option.model_loading_timeout", "30m", "an integer >= 1"},
+    {"job_queue_size", "0", "an integer >= 1"},
+    {"batch_size", "0", "an integer from 1 to"},
+    {"max_batch_delay", "-1", "an integer >= 0"},
+    {"chunked_read_timeout", "0", "an integer >= 1"},
+};
+
+TEST(Validation, InvalidValueInFileNamesKeyValueLineAndAllowed) {
+  for (const BadValue& b : kBadValues) {
+    SCOPED_TRACE(std::string(b.key) + "=" + b.value);
+    TempModelDir dir(std::string("# header\n! another comment\n") + b.key + "=" + b.value + "\n");
+    const std::string e = error_of(dir, {}, 2, EngineCapabilities::everything());
+    EXPECT_TRUE(contains(e, std::string("invalid value '") + b.value + "' for " + b.key));
+    EXPECT_TRUE(contains(e, "line 3 of " + dir.props()));
+    EXPECT_TRUE(contains(e, std::string("allowed: ")));
+    EXPECT_TRUE(contains(e, b.allowed));
+  }
+}
+
+TEST(Validation, InvalidValueFromEnvironmentNamesTheVariable) {
+  for (const BadValue& b : kBadValues) {
+    const std::string key = b.key;
+    const bool option = key.rfind("option.", 0) == 0;
+    std::string var = option ? "OPTION_" + key.substr(7) : "SERVING_" + key;
+    for (char& ch : var) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    SCOPED_TRACE(var + "=" + b.value);
+    TempModelDir dir;
+    const std::string e = error_of(dir, {{var, b.value}}, 2, EngineCapabilities::everything());
+    EXPECT_TRUE(contains(e, std::string("invalid value '") + b.value + "' for " + key));
+    EXPECT_TRUE(contains(e, "environment variable " + var));
+    EXPECT_TRUE(contains(e, b.allowed));
+  }
+}
+
+TEST(Validation, InvalidAliasValueNamesTheAlias) {
+  TempModelDir dir;
+  const std::string e = error_of(dir, {{"HF_MODEL_QUANTIZE", "awq"}});
+  EXPECT_TRUE(contains(e, "invalid value 'awq' for option.quantize"));
+  EXPECT_TRUE(contains(e, "environment variable HF_MODEL_QUANTIZE (TGI alias)"));
+  const std::string g = error_of(dir, {{"ENABLE_CUDA_GRAPHS", "on"}});
+  EXPECT_TRUE(contains(g, "invalid value 'on' for option.enable_cuda_graph"));
+  EXPECT_TRUE(contains(g, "ENABLE_CUDA_GRAPHS"));
+  const std::string t = error_of(dir, {{"TENSOR_PARALLEL_DEGREE", "all"}});
+  EXPECT_TRUE(contains(t, "invalid value 'all' for option.tensor_parallel_degree"));
+  EXPECT_TRUE(contains(t, "environment variable TENSOR_PARALLEL_DEGREE"));
+}
+
+struct Unsupported {
+  const char* key;
+  const char* value;
+  const char* supported;
+};
+
+// Valid LMI values this build cannot run yet (EngineCapabilities::this_build()).
+const std::vector<Unsupported> kUnsupported = {
+    {"option.dtype", "fp16", "dtype fp32, auto"},
+    {"option.dtype", "bf16", "dtype fp32, auto"},
+    {"option.quantize", "dynamic_int8", "no quantization"},
+    {"option.quantize", "smoothquant", "no quantization"},
+    {"option.tensor_parallel_degree", "2", "up to 1"},
+    {"option.device", "cuda", "device cpu"},
+    {"option.enable_cuda_graph", "true", "enable_cuda_graph=false"},
+    {"option.task", "text2text-generation", "task text-generation"},
+};
+
+TEST(Validation, ValidButUnsupportedValuesSaySo) {
+  for (const Unsupported& u : kUnsupported) {
+    SCOPED_TRACE(std::string(u.key) + "=" + u.value);
+    TempModelDir dir(std::string(u.key) + "=" + u.value + "\n");
+    const std::string e = error_of(dir, {}, 1);
+    EXPECT_TRUE(contains(e, std::string(u.key) + "=" + u.value));
+    EXPECT_TRUE(contains(e, "line 1 of " + dir.props()));
+    EXPECT_TRUE(contains(e, "is a valid value but not supported by this build of LMX yet"));
+    EXPECT_TRUE(contains(e, u.supported));
+  }
+}
+
+TEST(Validation, CapabilitiesTableIsHonoured) {
+  // The same value passes once the engine owners widen the table.
+  TempModelDir dir("option.dtype=fp16\n");
+  EngineCapabilities caps = EngineCapabilities::this_build();
+  EXPECT_FALSE(error_of(dir, {}, 0, caps).empty());
+  caps.dtypes.insert(Dtype::Fp16);
+  EXPECT_EQ(load_serving_config(dir.path(), Environment::from_map({}), caps).dtype, Dtype::Fp16);
+}
+
+TEST(Validation, DtypeAutoAndFp32AreSupportedNow) {
+  for (const char* v : {"auto", "fp32", "float32"}) {
+    TempModelDir dir(std::string("option.dtype=") + v + "\n");
+    EXPECT_NO_THROW(load_serving_config(dir.path(), Environment::from_map({}),
+                                        EngineCapabilities::this_build()))
+        << v;
+  }
+}
+
+TEST(Validation, SmoothquantAlphaNeedsSmoothquant) {
+  TempModelDir dir("option.smoothquant_alpha=0.5\n");
+  const std::string e = error_of(dir, {}, 0, EngineCapabilities::everything());
+  EXPECT_TRUE(contains(e, "option.smoothquant_alpha=0.5 (from line 1 of"));
+  EXPECT_TRUE(contains(e, "only used with option.quantize=smoothquant"));
+}
+
+TEST(Validation, DynamicBatchingConflictsWithRollingBatch) {
+  TempModelDir dir("batch_size=4\n");
+  const std::string e = error_of(dir);
+  EXPECT_TRUE(contains(e, "batch_size=4 (from line 1 of"));
+  EXPECT_TRUE(contains(e, "option.rolling_batch=disable"));
+}
+
+TEST(Validation, CudaGraphsNeedCuda) {
+  TempModelDir dir("option.enable_cuda_graph=true\noption.device=cpu\n");
+  const std::string e = error_of(dir, {}, 2, EngineCapabilities::everything());
+  EXPECT_TRUE(contains(e, "option.enable_cuda_graph=true"));
+  EXPECT_TRUE(contains(e, "CUDA graphs need option.device=cuda"));
+}
+
+TEST(Validation, CudaNeedsAVisibleGpu) {
+  TempModelDir dir;
+  const std::string e = error_of(dir, {{"OPTION_DEVICE", "cuda"}}, 0, EngineCapabilities::everything());
+  EXPECT_TRUE(contains(e, "option.device=cuda (from environment variable OPTION_DEVICE)"));
+  EXPECT_TRUE(contains(e, "no GPU is visible"));
+}
+
+TEST(Validation, TensorParallelNeedsEnoughGpus) {
+  TempModelDir dir;
+  const auto caps = EngineCapabilities::everything();
+  const std::string e = error_of(dir, {{"SM_NUM_GPUS", "8"}}, 4, caps);
+  EXPECT_TRUE(contains(e, "option.tensor_parallel_degree=8 (from environment variable SM_NUM_GPUS (TGI alias))"));
+  EXPECT_TRUE(contains(e, "only 4 GPU(s) are visible"));
+  const std::string cpu = error_of(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}, {"OPTION_DEVICE", "cpu"}}, 4, caps);
+  EXPECT_TRUE(contains(cpu, "tensor parallelism needs option.device=cuda"));
+}
+
+TEST(Validation, AllErrorsAreReportedTogether) {
+  TempModelDir dir("option.dtype=fp9\noption.max_tokens=none\noption.output_formatter=xml\n");
+  const std::string e = error_of(dir);
+  EXPECT_TRUE(contains(e, "3 configuration errors"));
+  EXPECT_TRUE(contains(e, "'fp9' for option.dtype"));
+  EXPECT_TRUE(contains(e, "'none' for option.max_tokens"));
+  EXPECT_TRUE(contains(e, "'xml' for option.output_formatter"));
+}
+
+TEST(Validation, ValidEdgeValuesAreAccepted) {
+  TempModelDir dir(
+      "option.max_tokens=+8\n"
+      "max_batch_delay=0\n"
+      "option.smoothquant_alpha=0\n"
+      "option.quantize=smoothquant\n"
+      "option.trust_remote_code=False\n"
+      "option.rolling_batch=disable\n"
+      "batch_size=2\n");
+  const ServingConfig c =
+      load_serving_config(dir.path(), Environment::from_map({}), EngineCapabilities::everything());
+  EXPECT_EQ(c.max_tokens, 8);
+  EXPECT_EQ(c.max_batch_delay_ms, 0);
+  ASSERT_TRUE(c.smoothquant_alpha.has_value());
+  EXPECT_EQ(*c.smoothquant_alpha, 0.0);
+  EXPECT_FALSE(c.trust_remote_code);
+  EXPECT_EQ(c.batch_size, 2);
+}
+
+}  // namespace
