@@ -16,6 +16,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"generate", lmx::cli::run_generate, "generate tokens from a model directory"},
+    {"config", lmx::cli::run_config, "print the resolved serving configuration as JSON"},
 };
 
 void print_usage() {

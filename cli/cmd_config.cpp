@@ -1,0 +1,54 @@
+// lmx config --model-dir DIR [--gpus N] [--compact]
+// Prints the resolved serving configuration (serving.properties + OPTION_* / SERVING_* / LMI and
+// TGI-style environment variables + defaults) as JSON, with the source of every value. Exit
+// code 1 and the full list of problems on stderr when the configuration is invalid.
+#include <cstdio>
+#include <iostream>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "args.h"
+#include "commands.h"
+#include "engine/core/error.h"
+#include "properties/serving_config.h"
+
+namespace lmx::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: lmx config --model-dir DIR [--gpus N] [--compact]\n"
+    "\n"
+    "Prints the configuration LMX would serve DIR with, as JSON: every key's value and where it\n"
+    "came from (serving.properties line, environment variable, TGI alias or default), plus\n"
+    "warnings for unknown keys. Invalid or unsupported values are errors.\n"
+    "\n"
+    "  --model-dir DIR  model directory (holds serving.properties and/or the weights)\n"
+    "  --gpus N         number of visible GPUs (default: detected from the driver and\n"
+    "                   CUDA_VISIBLE_DEVICES); decides option.device=auto and\n"
+    "                   tensor_parallel_degree=max\n"
+    "  --compact        one-line JSON\n";
+
+}  // namespace
+
+int run_config(int argc, char** argv) {
+  const Args args(argc, argv, {"--model-dir", "--gpus"}, {"--compact", "--help", "-h"});
+  if (args.has("--help") || args.has("-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const std::string model_dir = args.require("--model-dir");
+  const long long gpus = args.get_int("--gpus").value_or(-1);
+  if (gpus < -1 || gpus > 4096) throw_error("--gpus expects a GPU count, got {}", gpus);
+
+  // Warnings go to stderr so that stdout stays pure JSON (they are in the JSON too).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("lmx-config"));
+
+  const auto env = properties::Environment::from_process(static_cast<int>(gpus));
+  const properties::ServingConfig config = properties::load_serving_config(
+      model_dir, env, properties::EngineCapabilities::this_build());
+  std::cout << properties::to_json(config).dump(args.has("--compact") ? -1 : 2) << "\n";
+  return 0;
+}
+
+}  // namespace lmx::cli
