@@ -120,6 +120,11 @@ std::string ModelConfig::architecture() const {
   return (*it)[0].get<std::string>();
 }
 
+std::optional<std::string> ModelConfig::dtype() const {
+  if (auto d = get_string("dtype")) return d;
+  return get_string("torch_dtype");
+}
+
 std::vector<int> ModelConfig::eos_token_ids() const {
   if (generation_.contains("eos_token_id") && !generation_["eos_token_id"].is_null())
     return ids_from(generation_["eos_token_id"], "eos_token_id", "generation_config.json");

@@ -30,6 +30,8 @@ class ModelConfig {
   bool has(const char* key) const;  // present and not null
 
   std::string architecture() const;  // architectures[0]
+  // Checkpoint dtype: transformers 5's `dtype` or the legacy `torch_dtype` ("float32", ...).
+  std::optional<std::string> dtype() const;
   // Token id lists accept an int or a list (eos_token_id may be either); generation_config wins.
   std::vector<int> eos_token_ids() const;
   std::optional<int> bos_token_id() const;

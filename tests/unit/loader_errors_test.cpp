@@ -1,0 +1,248 @@
+// Every loader failure is a clear lmx::Error naming what was wrong; malformed files never crash.
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/core/error.h"
+#include "engine/model/model.h"
+#include "tests/support/checkpoint_writer.h"
+
+namespace lmx {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace lmx::testing;
+namespace fs = std::filesystem;
+
+// Runs `fn`, expecting an lmx::Error whose message contains every fragment.
+template <typename Fn>
+void expect_error(Fn&& fn, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+    FAIL() << "expected an lmx::Error";
+  } catch (const Error& e) {
+    for (const auto& f : fragments) EXPECT_THAT(e.what(), HasSubstr(f));
+  }
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  void write_config(const nlohmann::json& config) {
+    std::ofstream(dir_.path() / "config.json") << config.dump();
+  }
+  void write_model(const nlohmann::json& config, const std::map<std::string, TensorSpec>& tensors) {
+    write_config(config);
+    write_file(dir_.path() / "model.safetensors", safetensors_bytes(tensors));
+  }
+  LoadedModel load() { return load_model(dir_.path()); }
+
+  TempDir dir_;
+};
+
+TEST_F(LoaderTest, ValidTinyModelLoads) {
+  write_model(tiny_llama_config(), tiny_llama_tensors(tiny_llama_config()));
+  const LoadedModel m = load();
+  EXPECT_EQ(m.desc.num_kv_heads, 2);
+  EXPECT_EQ(m.weights.layers[0].qkv_weight.shape, (std::vector<int64_t>{16 + 2 * 8, 16}));
+}
+
+TEST_F(LoaderTest, MissingDirectory) {
+  expect_error([&] { load_model(dir_.path() / "nope"); }, {"config.json"});
+}
+
+TEST_F(LoaderTest, UnknownArchitectureListsSupported) {
+  auto config = tiny_llama_config();
+  config["architectures"] = {"FalconForCausalLM"};
+  write_model(config, tiny_llama_tensors(tiny_llama_config()));
+  expect_error([&] { load(); }, {"FalconForCausalLM", "LlamaForCausalLM", "GPT2LMHeadModel",
+                                 "MistralForCausalLM", "Qwen2ForCausalLM"});
+}
+
+TEST_F(LoaderTest, ConfigNotJson) {
+  std::ofstream(dir_.path() / "config.json") << "{ not json";
+  expect_error([&] { load(); }, {"config.json", "not valid JSON"});
+}
+
+TEST_F(LoaderTest, ConfigMistypedField) {
+  auto config = tiny_llama_config();
+  config["hidden_size"] = "sixteen";
+  write_model(config, tiny_llama_tensors(tiny_llama_config()));
+  expect_error([&] { load(); }, {"hidden_size", "integer"});
+}
+
+TEST_F(LoaderTest, UnsupportedRopeType) {
+  auto config = tiny_llama_config();
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  write_model(config, tiny_llama_tensors(tiny_llama_config()));
+  expect_error([&] { load(); }, {"yarn", "llama3"});
+}
+
+TEST_F(LoaderTest, NoWeightsFile) {
+  write_config(tiny_llama_config());
+  expect_error([&] { load(); }, {"model.safetensors"});
+}
+
+TEST_F(LoaderTest, MissingTensorIsNamed) {
+  auto tensors = tiny_llama_tensors(tiny_llama_config());
+  tensors.erase("model.layers.0.mlp.up_proj.weight");
+  write_model(tiny_llama_config(), tensors);
+  expect_error([&] { load(); }, {"missing tensor 'model.layers.0.mlp.up_proj.weight'"});
+}
+
+TEST_F(LoaderTest, WrongShapeNamesTensorExpectedAndFound) {
+  auto tensors = tiny_llama_tensors(tiny_llama_config());
+  tensors["model.layers.0.self_attn.k_proj.weight"].shape = {16, 16};
+  tensors["model.layers.0.self_attn.k_proj.weight"].values.resize(256);
+  write_model(tiny_llama_config(), tensors);
+  expect_error([&] { load(); },
+               {"model.layers.0.self_attn.k_proj.weight", "[16, 16]", "expected [8, 16]"});
+}
+
+TEST_F(LoaderTest, WrongDtypeIsNamed) {
+  auto tensors = tiny_llama_tensors(tiny_llama_config());
+  tensors["model.norm.weight"] = TensorSpec{"I8", {16}, {}};
+  write_model(tiny_llama_config(), tensors);
+  expect_error([&] { load(); }, {"model.norm.weight", "I8", "F32, F16 or BF16"});
+}
+
+TEST_F(LoaderTest, MissingLmHeadWhenUntied) {
+  auto tensors = tiny_llama_tensors(tiny_llama_config());
+  tensors.erase("lm_head.weight");
+  write_model(tiny_llama_config(), tensors);
+  expect_error([&] { load(); }, {"lm_head.weight"});
+}
+
+TEST_F(LoaderTest, TiedModelWithOnlyLmHeadLoads) {
+  auto config = tiny_llama_config();
+  config["tie_word_embeddings"] = true;
+  auto tensors = tiny_llama_tensors(config);
+  tensors.erase("model.embed_tokens.weight");
+  write_model(config, tensors);
+  const LoadedModel m = load();
+  EXPECT_EQ(m.weights.embed.parts, m.weights.lm_head.parts);
+}
+
+// ---- malformed safetensors files ----
+
+class MalformedFileTest : public LoaderTest {
+ protected:
+  void SetUp() override { write_config(tiny_llama_config()); }
+  void write_weights(const std::string& bytes) {
+    write_file(dir_.path() / "model.safetensors", bytes);
+  }
+  std::string valid() { return safetensors_bytes(tiny_llama_tensors(tiny_llama_config())); }
+};
+
+TEST_F(MalformedFileTest, EmptyFile) {
+  write_weights("");
+  expect_error([&] { load(); }, {"model.safetensors", "truncated"});
+}
+
+TEST_F(MalformedFileTest, HeaderLengthBeyondFile) {
+  std::string bytes = valid();
+  const uint64_t huge = bytes.size();  // header claims more bytes than follow it
+  std::memcpy(bytes.data(), &huge, 8);
+  write_weights(bytes);
+  expect_error([&] { load(); }, {"header length", "exceeds"});
+}
+
+TEST_F(MalformedFileTest, HeaderNotJson) {
+  const std::string header = "{\"a\": [1, 2";
+  const uint64_t len = header.size();
+  std::string bytes(8, '\0');
+  std::memcpy(bytes.data(), &len, 8);
+  write_weights(bytes + header);
+  expect_error([&] { load(); }, {"header is not a JSON object"});
+}
+
+TEST_F(MalformedFileTest, TruncatedData) {
+  std::string bytes = valid();
+  bytes.resize(bytes.size() - 100);
+  write_weights(bytes);
+  expect_error([&] { load(); }, {"out of range", "truncated"});
+}
+
+TEST_F(MalformedFileTest, OffsetsDisagreeWithShape) {
+  std::map<std::string, TensorSpec> t = {{"x", TensorSpec{"F32", {4}, {1, 2, 3, 4}}}};
+  std::string bytes = safetensors_bytes(t);
+  // Rewrite the header so the shape says 5 elements while the offsets span 4.
+  const std::string header = R"({"x":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})";
+  const uint64_t len = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &len, 8);
+  write_weights(out + header + std::string(16, '\0'));
+  expect_error([&] { load(); }, {"'x'", "16 bytes", "needs 20"});
+}
+
+TEST_F(MalformedFileTest, UnknownDtype) {
+  const std::string header = R"({"x":{"dtype":"F8_E9","shape":[1],"data_offsets":[0,1]}})";
+  const uint64_t len = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &len, 8);
+  write_weights(out + header + std::string(1, '\0'));
+  expect_error([&] { load(); }, {"unknown dtype 'F8_E9'"});
+}
+
+TEST_F(MalformedFileTest, NegativeOrBadOffsets) {
+  const std::string header = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})";
+  const uint64_t len = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &len, 8);
+  write_weights(out + header + std::string(4, '\0'));
+  expect_error([&] { load(); }, {"data_offsets"});
+}
+
+TEST_F(MalformedFileTest, HeaderEntryMissingShape) {
+  const std::string header = R"({"x":{"dtype":"F32","data_offsets":[0,4]}})";
+  const uint64_t len = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &len, 8);
+  write_weights(out + header + std::string(4, '\0'));
+  expect_error([&] { load(); }, {"'x'", "shape"});
+}
+
+// ---- sharded checkpoints ----
+
+TEST_F(LoaderTest, ShardedCheckpointLoads) {
+  write_config(tiny_llama_config());
+  auto tensors = tiny_llama_tensors(tiny_llama_config());
+  std::map<std::string, TensorSpec> a, b;
+  nlohmann::json weight_map;
+  bool first = true;
+  for (auto& [name, t] : tensors) {
+    (first ? a : b)[name] = t;
+    weight_map[name] = first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    first = !first;
+  }
+  write_file(dir_.path() / "model-00001-of-00002.safetensors", safetensors_bytes(a));
+  write_file(dir_.path() / "model-00002-of-00002.safetensors", safetensors_bytes(b));
+  std::ofstream(dir_.path() / "model.safetensors.index.json")
+      << nlohmann::json{{"metadata", {}}, {"weight_map", weight_map}}.dump();
+  EXPECT_EQ(load().weights.layers.size(), 1u);
+}
+
+TEST_F(LoaderTest, ShardIndexPointsToMissingFile) {
+  write_config(tiny_llama_config());
+  std::ofstream(dir_.path() / "model.safetensors.index.json")
+      << R"({"weight_map": {"lm_head.weight": "model-00009-of-00009.safetensors"}})";
+  expect_error([&] { load(); }, {"model-00009-of-00009.safetensors"});
+}
+
+TEST_F(LoaderTest, ShardIndexListsTensorTheShardLacks) {
+  write_config(tiny_llama_config());
+  write_file(dir_.path() / "shard.safetensors", safetensors_bytes(tiny_llama_tensors(tiny_llama_config())));
+  std::ofstream(dir_.path() / "model.safetensors.index.json")
+      << R"({"weight_map": {"ghost.weight": "shard.safetensors"}})";
+  expect_error([&] { load(); }, {"ghost.weight", "shard.safetensors"});
+}
+
+TEST_F(LoaderTest, ShardIndexRejectsPathEscape) {
+  write_config(tiny_llama_config());
+  std::ofstream(dir_.path() / "model.safetensors.index.json")
+      << R"({"weight_map": {"x": "../../etc/passwd"}})";
+  expect_error([&] { load(); }, {"not a file in the model directory"});
+}
+
+}  // namespace
+}  // namespace lmx
