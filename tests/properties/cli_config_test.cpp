@@ -1,0 +1,78 @@
+// `lmx config --model-dir DIR` end to end: runs the built binary and parses its JSON.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "temp_model_dir.h"
+
+namespace {
+
+using lmx::properties::testing::TempModelDir;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs a shell command, capturing stdout (stderr goes to `stderr_file` when given).
+Result run(const std::string& command) {
+  Result r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string lmx_binary() { return std::string(LMX_BINARY_DIR) + "/bin/lmx"; }
+
+class LmxConfigCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(lmx_binary())) GTEST_SKIP() << "no " << lmx_binary();
+  }
+};
+
+TEST_F(LmxConfigCli, PrintsResolvedConfigurationWithSources) {
+  TempModelDir dir("# model\noption.max_tokens=2048\nfoo=bar\n");
+  const Result r = run("OPTION_OUTPUT_FORMATTER=sse MAX_CONCURRENT_REQUESTS=9 " + lmx_binary() +
+                       " config --model-dir '" + dir.path().string() + "' --gpus 0 --compact 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& s = j["settings"];
+  EXPECT_EQ(s["option.max_tokens"]["value"], 2048);
+  EXPECT_EQ(s["option.max_tokens"]["source"], "file");
+  EXPECT_EQ(s["option.max_tokens"]["line"], 2);
+  EXPECT_EQ(s["option.output_formatter"]["value"], "sse");
+  EXPECT_EQ(s["option.output_formatter"]["origin"], "OPTION_OUTPUT_FORMATTER");
+  EXPECT_EQ(s["job_queue_size"]["value"], 9);
+  EXPECT_EQ(s["job_queue_size"]["source"], "alias");
+  EXPECT_EQ(s["option.dtype"]["source"], "default");
+  EXPECT_EQ(j["unknown"]["foo"], "bar");
+  EXPECT_EQ(j["model_dir"], dir.path().string());
+}
+
+TEST_F(LmxConfigCli, InvalidConfigurationFailsWithTheReason) {
+  TempModelDir dir("option.dtype=fp9\n");
+  const Result r = run(lmx_binary() + " config --model-dir '" + dir.path().string() + "' 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("invalid value 'fp9' for option.dtype"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("line 1 of " + dir.props()), std::string::npos) << r.out;
+}
+
+TEST_F(LmxConfigCli, MissingModelDirIsAnError) {
+  const Result r = run(lmx_binary() + " config 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--model-dir"), std::string::npos) << r.out;
+}
+
+}  // namespace
