@@ -1,0 +1,95 @@
+// Loading, metadata and error behaviour of lmx::Tokenizer.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "engine/core/error.h"
+#include "tests/tokenizer/test_support.h"
+
+namespace lmx::test {
+namespace {
+
+std::string minimal_json(const std::string& extra) {
+  return R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "a": 1}})" +
+         extra + "}";
+}
+
+void expect_error_mentions(const std::string& json, const std::string& needle) {
+  try {
+    (void)Tokenizer::from_json(json, "");
+    ADD_FAILURE() << "no error for " << json;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenizerLoad, UnsupportedComponentsNameThemselves) {
+  expect_error_mentions(minimal_json(R"(, "normalizer": {"type": "Precompiled"})"), "Precompiled");
+  expect_error_mentions(minimal_json(R"(, "pre_tokenizer": {"type": "UnicodeScripts"})"), "UnicodeScripts");
+  expect_error_mentions(minimal_json(R"(, "decoder": {"type": "CTC"})"), "CTC");
+  expect_error_mentions(minimal_json(R"(, "post_processor": {"type": "Fancy"})"), "Fancy");
+  expect_error_mentions(R"({"model": {"type": "WordLevel", "vocab": {}}})", "WordLevel");
+  expect_error_mentions("{not json", "not valid JSON");
+  expect_error_mentions(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "merge");
+}
+
+TEST(TokenizerLoad, MissingDirectoryFilesSayWhat) {
+  try {
+    (void)Tokenizer::from_model_dir("/nonexistent/model");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenizerLoad, SharedModelMetadata) {
+  const Tokenizer tok = Tokenizer::from_model_dir(std::filesystem::path(LMX_SHARED_MODELS_DIR) / "tinystories-656k");
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_EQ(tok.eos_id(), 2);
+  EXPECT_EQ(tok.pad_id(), 0);
+  EXPECT_EQ(tok.vocab_size(), 2048);
+  EXPECT_TRUE(tok.is_special(1));
+  EXPECT_FALSE(tok.is_special(100));
+  EXPECT_EQ(tok.token_to_id("<|end_story|>"), 2);
+  EXPECT_EQ(tok.id_to_token(2), "<|end_story|>");
+  EXPECT_EQ(tok.encode("Once upon a time").front(), 1);
+}
+
+TEST(TokenizerLoad, RealTokenizerMetadata) {
+  const Tokenizer llama3 = load_named_tokenizer("llama3");
+  EXPECT_EQ(llama3.bos_id(), 128000);
+  EXPECT_EQ(llama3.eos_id(), 128001);
+  EXPECT_EQ(llama3.vocab_size(), 128256);
+  EXPECT_FALSE(llama3.chat_template().empty());
+  const Tokenizer qwen3 = load_named_tokenizer("qwen3");
+  EXPECT_FALSE(qwen3.bos_id().has_value());
+  EXPECT_EQ(qwen3.eos_id(), qwen3.token_to_id("<|im_end|>"));
+  const Tokenizer gpt2 = load_named_tokenizer("gpt2");
+  EXPECT_EQ(gpt2.eos_id(), 50256);
+  EXPECT_EQ(gpt2.vocab_size(), 50257);
+}
+
+TEST(TokenizerThreads, ConcurrentEncodeMatchesSerial) {
+  const Tokenizer tok = load_named_tokenizer("llama3");
+  const std::string text = "The quick brown fox jumps over the lazy dog, again and again: 12345!";
+  const auto expected = tok.encode(text);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i)
+        if (tok.encode(text + std::to_string(i % 7)).size() < expected.size()) ++bad;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(TokenizerEncode, InvalidUtf8IsRepairedNotFatal) {
+  const Tokenizer tok = load_named_tokenizer("llama3");
+  const std::string bad = "ab\xff\xfe" "cd";
+  EXPECT_EQ(tok.encode(bad, false), tok.encode("ab\xEF\xBF\xBD\xEF\xBF\xBD" "cd", false));
+}
+
+}  // namespace
+}  // namespace lmx::test
