@@ -45,8 +45,8 @@ int run_config(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("lmx-config"));
 
   const auto env = properties::Environment::from_process(static_cast<int>(gpus));
-  const properties::ServingConfig config = properties::load_serving_config(
-      model_dir, env, properties::EngineCapabilities::this_build());
+  const properties::ServingConfig config =
+      properties::load_serving_config(model_dir, env, properties::EngineCapabilities::this_build());
   std::cout << properties::to_json(config).dump(args.has("--compact") ? -1 : 2) << "\n";
   return 0;
 }

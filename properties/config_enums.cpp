@@ -4,44 +4,58 @@ namespace lmx::properties {
 
 std::string_view to_string(Dtype v) {
   switch (v) {
-    case Dtype::Auto: return "auto";
-    case Dtype::Fp32: return "fp32";
-    case Dtype::Fp16: return "fp16";
-    case Dtype::Bf16: return "bf16";
+    case Dtype::Auto:
+      return "auto";
+    case Dtype::Fp32:
+      return "fp32";
+    case Dtype::Fp16:
+      return "fp16";
+    case Dtype::Bf16:
+      return "bf16";
   }
   return "?";
 }
 
 std::string_view to_string(Device v) {
   switch (v) {
-    case Device::Cpu: return "cpu";
-    case Device::Cuda: return "cuda";
+    case Device::Cpu:
+      return "cpu";
+    case Device::Cuda:
+      return "cuda";
   }
   return "?";
 }
 
 std::string_view to_string(Quantize v) {
   switch (v) {
-    case Quantize::None: return "none";
-    case Quantize::DynamicInt8: return "dynamic_int8";
-    case Quantize::SmoothQuant: return "smoothquant";
+    case Quantize::None:
+      return "none";
+    case Quantize::DynamicInt8:
+      return "dynamic_int8";
+    case Quantize::SmoothQuant:
+      return "smoothquant";
   }
   return "?";
 }
 
 std::string_view to_string(RollingBatch v) {
   switch (v) {
-    case RollingBatch::Auto: return "auto";
-    case RollingBatch::Disable: return "disable";
+    case RollingBatch::Auto:
+      return "auto";
+    case RollingBatch::Disable:
+      return "disable";
   }
   return "?";
 }
 
 std::string_view to_string(OutputFormatter v) {
   switch (v) {
-    case OutputFormatter::Json: return "json";
-    case OutputFormatter::JsonLines: return "jsonlines";
-    case OutputFormatter::Sse: return "sse";
+    case OutputFormatter::Json:
+      return "json";
+    case OutputFormatter::JsonLines:
+      return "jsonlines";
+    case OutputFormatter::Sse:
+      return "sse";
   }
   return "?";
 }

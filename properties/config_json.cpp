@@ -11,8 +11,10 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.tensor_parallel_degree") return c.tensor_parallel_degree;
   if (key == "option.dtype") return to_string(c.dtype);
   if (key == "option.max_tokens") return c.max_tokens;
-  if (key == "option.quantize") return c.quantize == Quantize::None ? json() : json(to_string(c.quantize));
-  if (key == "option.smoothquant_alpha") return c.smoothquant_alpha ? json(*c.smoothquant_alpha) : json();
+  if (key == "option.quantize")
+    return c.quantize == Quantize::None ? json() : json(to_string(c.quantize));
+  if (key == "option.smoothquant_alpha")
+    return c.smoothquant_alpha ? json(*c.smoothquant_alpha) : json();
   if (key == "option.rolling_batch") return to_string(c.rolling_batch);
   if (key == "option.max_rolling_batch_size") return c.max_rolling_batch_size;
   if (key == "option.max_rolling_batch_prefill_tokens") return c.max_rolling_batch_prefill_tokens;

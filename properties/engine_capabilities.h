@@ -15,9 +15,9 @@ namespace lmx::properties {
 
 struct EngineCapabilities {
   std::set<Device> devices;
-  std::set<Dtype> dtypes;                    // Dtype::Auto is always accepted
+  std::set<Dtype> dtypes;  // Dtype::Auto is always accepted
   int max_tensor_parallel_degree = 1;
-  std::set<Quantize> quantize;               // Quantize::None is always accepted
+  std::set<Quantize> quantize;  // Quantize::None is always accepted
   bool cuda_graphs = false;
   std::set<RollingBatch> rolling_batch;
   std::set<std::string> tasks;

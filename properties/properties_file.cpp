@@ -71,9 +71,12 @@ std::uint32_t read_hex4(std::string_view s, std::size_t pos, const Where& at) {
   for (std::size_t i = pos; i < pos + 4; ++i) {
     const char c = s[i];
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= static_cast<std::uint32_t>(c - '0');
-    else if (c >= 'a' && c <= 'f') v |= static_cast<std::uint32_t>(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v |= static_cast<std::uint32_t>(c - 'A' + 10);
+    if (c >= '0' && c <= '9')
+      v |= static_cast<std::uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v |= static_cast<std::uint32_t>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      v |= static_cast<std::uint32_t>(c - 'A' + 10);
     else
       throw_error("{}:{}: malformed \\uXXXX escape '\\u{}': needs exactly 4 hex digits", at.origin,
                   at.line, s.substr(pos, 4));
@@ -92,10 +95,18 @@ std::string unescape(std::string_view s, const Where& at) {
     }
     if (++i >= s.size()) break;  // a lone trailing backslash (end of file) is dropped, as in Java
     switch (const char c = s[i]) {
-      case 't': out += '\t'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 'f': out += '\f'; break;
+      case 't':
+        out += '\t';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'f':
+        out += '\f';
+        break;
       case 'u': {
         std::uint32_t cp = read_hex4(s, i + 1, at);
         i += 4;
@@ -105,19 +116,23 @@ std::string unescape(std::string_view s, const Where& at) {
         if (cp >= 0xD800 && cp <= 0xDBFF) {
           // UTF-16 surrogate pair written as two escapes: \uD83D\uDE00.
           if (i + 2 >= s.size() || s[i + 1] != '\\' || s[i + 2] != 'u')
-            throw_error("{}:{}: \\u{:04X} is a high surrogate not followed by a \\uXXXX low surrogate",
-                        at.origin, at.line, cp);
+            throw_error(
+                "{}:{}: \\u{:04X} is a high surrogate not followed by a \\uXXXX low surrogate",
+                at.origin, at.line, cp);
           const std::uint32_t lo = read_hex4(s, i + 3, at);
           if (lo < 0xDC00 || lo > 0xDFFF)
-            throw_error("{}:{}: \\u{:04X} is a high surrogate followed by \\u{:04X}, not a low surrogate",
-                        at.origin, at.line, cp, lo);
+            throw_error(
+                "{}:{}: \\u{:04X} is a high surrogate followed by \\u{:04X}, not a low surrogate",
+                at.origin, at.line, cp, lo);
           cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           i += 6;
         }
         append_utf8(out, cp);
         break;
       }
-      default: out += c; break;  // `\=`, `\:`, `\ `, `\\`, `\#`, and any other char stand for themselves
+      default:
+        out += c;
+        break;  // `\=`, `\:`, `\ `, `\\`, `\#`, and any other char stand for themselves
     }
   }
   return out;
@@ -167,8 +182,8 @@ PropertiesFile PropertiesFile::parse(std::string_view text, std::string origin) 
     const int first_line = static_cast<int>(i) + 1;
     std::string_view seg = lines[i++];
     std::size_t pos = skip_ws(seg, 0);
-    if (pos == seg.size()) continue;                       // blank line
-    if (seg[pos] == '#' || seg[pos] == '!') continue;      // comments never continue
+    if (pos == seg.size()) continue;                   // blank line
+    if (seg[pos] == '#' || seg[pos] == '!') continue;  // comments never continue
     seg.remove_prefix(pos);
 
     // An odd number of trailing backslashes continues the logical line on the next natural

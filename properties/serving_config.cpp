@@ -43,14 +43,16 @@ const std::vector<std::string> kKnownKeys = {
     "chunked_read_timeout",
 };
 
-// LMI keys that pick machinery LMX replaces (the Python engine, the handler module).
-const std::vector<std::string> kIgnoredKeys = {"engine", "option.entrypoint"};
+// LMI/DJL settings that pick machinery LMX replaces (the Python/MPI engine, the handler module,
+// DJL's model loading and JVM options via SERVING_LOAD_MODELS / SERVING_OPTS).
+const std::vector<std::string> kIgnoredKeys = {"engine", "option.entrypoint", "load_models",
+                                               "opts"};
 
 // Tasks LMI/Hugging Face pipelines know; which ones run is EngineCapabilities::tasks.
 const std::vector<std::string> kKnownTasks = {
-    "text-generation",     "text2text-generation", "feature-extraction", "text-embedding",
-    "fill-mask",           "text-classification",  "token-classification",
-    "question-answering",  "summarization",        "translation",
+    "text-generation", "text2text-generation", "feature-extraction",   "text-embedding",
+    "fill-mask",       "text-classification",  "token-classification", "question-answering",
+    "summarization",   "translation",
 };
 
 // Inference libraries LMI containers offer for option.rolling_batch; LMX is its own engine.
@@ -200,7 +202,8 @@ class Resolver {
   void conflict(const std::string& key, const RawValue* v, std::string_view why) {
     failed_.insert(key);
     if (v != nullptr)
-      errors_.push_back(fmt::format("{}={} (from {}): {}", v->key, v->text, v->source.describe(), why));
+      errors_.push_back(
+          fmt::format("{}={} (from {}): {}", v->key, v->text, v->source.describe(), why));
     else
       errors_.push_back(fmt::format("{} (default): {}", key, why));
   }
@@ -303,7 +306,8 @@ class Resolver {
     }
     const int tp = cfg_.tensor_parallel_degree;
     if (tp > caps_.max_tensor_parallel_degree) {
-      unsupported(*v, fmt::format("tensor_parallel_degree up to {}", caps_.max_tensor_parallel_degree));
+      unsupported(*v,
+                  fmt::format("tensor_parallel_degree up to {}", caps_.max_tensor_parallel_degree));
     } else if (tp > 1 && cfg_.device == Device::Cpu) {
       conflict(key, v, "tensor parallelism needs option.device=cuda; the device is cpu");
     } else if (cfg_.device == Device::Cuda && tp > gpus) {
@@ -315,11 +319,12 @@ class Resolver {
     const RawValue* v = take("option.dtype");
     if (v == nullptr) return;
     if (lower(trim(v->text)) == "int8")
-      return invalid(*v, "fp32, fp16, bf16, auto (for int8 weights set option.quantize=dynamic_int8)");
+      return invalid(*v,
+                     "fp32, fp16, bf16, auto (for int8 weights set option.quantize=dynamic_int8)");
     static const std::vector<Choice<Dtype>> kChoices = {
-        {"fp32", Dtype::Fp32},      {"float32", Dtype::Fp32}, {"fp16", Dtype::Fp16},
-        {"float16", Dtype::Fp16},   {"half", Dtype::Fp16},    {"bf16", Dtype::Bf16},
-        {"bfloat16", Dtype::Bf16},  {"auto", Dtype::Auto}};
+        {"fp32", Dtype::Fp32},     {"float32", Dtype::Fp32}, {"fp16", Dtype::Fp16},
+        {"float16", Dtype::Fp16},  {"half", Dtype::Fp16},    {"bf16", Dtype::Bf16},
+        {"bfloat16", Dtype::Bf16}, {"auto", Dtype::Auto}};
     if (!enum_value(*v, kChoices, cfg_.dtype, "fp32, fp16, bf16, auto")) return;
     if (cfg_.dtype != Dtype::Auto && !caps_.dtypes.count(cfg_.dtype))
       unsupported(*v, "dtype " + names(caps_.dtypes) + ", auto");
@@ -356,12 +361,15 @@ class Resolver {
     if (rb != nullptr) {
       const std::string t = lower(trim(rb->text));
       if (contains(kOtherRollingBatch, t)) {
-        invalid(*rb, "auto (LMX continuous batching), disable; LMX is its own engine and does not "
-                     "load other inference libraries");
+        invalid(*rb,
+                "auto (LMX continuous batching), disable; LMX is its own engine and does not "
+                "load other inference libraries");
       } else {
         static const std::vector<Choice<RollingBatch>> kChoices = {
-            {"auto", RollingBatch::Auto}, {"lmx", RollingBatch::Auto},
-            {"disable", RollingBatch::Disable}, {"false", RollingBatch::Disable}};
+            {"auto", RollingBatch::Auto},
+            {"lmx", RollingBatch::Auto},
+            {"disable", RollingBatch::Disable},
+            {"false", RollingBatch::Disable}};
         if (enum_value(*rb, kChoices, cfg_.rolling_batch, "auto, disable") &&
             !caps_.rolling_batch.count(cfg_.rolling_batch))
           unsupported(*rb, "rolling_batch " + names(caps_.rolling_batch));
@@ -478,8 +486,8 @@ class Resolver {
       if (it == merged_.values.end()) continue;
       const RawValue& v = it->second;
       warnings_.push_back(fmt::format(
-          "{}={} (from {}) is ignored: LMX runs its own native engine in-process", v.key, v.text,
-          v.source.describe()));
+          "{}={} (from {}) is ignored: LMX runs its own native engine in-process, not DJL's", v.key,
+          v.text, v.source.describe()));
     }
     for (const auto& [key, v] : merged_.values) {
       if (taken_.count(key)) continue;
@@ -535,8 +543,8 @@ ServingConfig load_serving_config(const fs::path& model_dir, const Environment& 
   const fs::path props = cfg.model_dir / "serving.properties";
   if (fs::exists(props, ec)) file = PropertiesFile::load(props);
 
-  MergedSettings merged = merge_sources(overrides, file ? &*file : nullptr, map_environment(env),
-                                        canonical_key);
+  MergedSettings merged =
+      merge_sources(overrides, file ? &*file : nullptr, map_environment(env), canonical_key);
   Resolver resolver(std::move(merged), env, caps, cfg);
   resolver.run();
 

@@ -34,9 +34,9 @@ struct ServingConfig {
   std::filesystem::path model_path;  // resolved local directory holding config.json + weights
   std::string revision;              // option.revision: accepted, unused (no downloads)
 
-  int tensor_parallel_degree = 1;    // `max` already resolved to the GPU count
+  int tensor_parallel_degree = 1;  // `max` already resolved to the GPU count
   Dtype dtype = Dtype::Auto;
-  int max_tokens = 1024;             // prompt + generated tokens per request
+  int max_tokens = 1024;  // prompt + generated tokens per request
   Quantize quantize = Quantize::None;
   std::optional<double> smoothquant_alpha;  // unset: searched during calibration
   RollingBatch rolling_batch = RollingBatch::Auto;
@@ -44,9 +44,9 @@ struct ServingConfig {
   int max_rolling_batch_prefill_tokens = 4096;
   bool enable_cuda_graph = false;
   std::string task = "text-generation";
-  Device device = Device::Cpu;       // option.device=auto resolved (cuda when a GPU is usable)
+  Device device = Device::Cpu;  // option.device=auto resolved (cuda when a GPU is usable)
   OutputFormatter output_formatter = OutputFormatter::Json;
-  bool trust_remote_code = false;    // accepted; meaningless here (no Python, no remote code)
+  bool trust_remote_code = false;  // accepted; meaningless here (no Python, no remote code)
   int model_loading_timeout_s = 1800;
 
   // Server (non-option) keys.

@@ -44,8 +44,9 @@ class LmxConfigCli : public ::testing::Test {
 
 TEST_F(LmxConfigCli, PrintsResolvedConfigurationWithSources) {
   TempModelDir dir("# model\noption.max_tokens=2048\nfoo=bar\n");
-  const Result r = run("OPTION_OUTPUT_FORMATTER=sse MAX_CONCURRENT_REQUESTS=9 " + lmx_binary() +
-                       " config --model-dir '" + dir.path().string() + "' --gpus 0 --compact 2>/dev/null");
+  const Result r =
+      run("OPTION_OUTPUT_FORMATTER=sse MAX_CONCURRENT_REQUESTS=9 " + lmx_binary() +
+          " config --model-dir '" + dir.path().string() + "' --gpus 0 --compact 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   const auto& s = j["settings"];

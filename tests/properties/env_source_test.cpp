@@ -9,19 +9,21 @@
 
 namespace {
 
+using lmx::properties::Environment;
 using lmx::properties::EnvLayer;
 using lmx::properties::EnvSetting;
-using lmx::properties::Environment;
 using lmx::properties::map_environment;
 
 const EnvSetting* find_var(const std::vector<EnvSetting>& s, const std::string& variable) {
-  auto it = std::find_if(s.begin(), s.end(), [&](const EnvSetting& e) { return e.variable == variable; });
+  auto it =
+      std::find_if(s.begin(), s.end(), [&](const EnvSetting& e) { return e.variable == variable; });
   return it == s.end() ? nullptr : &*it;
 }
 
 TEST(EnvSource, OptionVariablesAreLowerCased) {
-  const auto s = map_environment(Environment::from_map(
-      {{"OPTION_MODEL_ID", "/m"}, {"OPTION_ENTRYPOINT", "djl_python.x"}, {"OPTION_DTYPE", "FP32"}}));
+  const auto s = map_environment(Environment::from_map({{"OPTION_MODEL_ID", "/m"},
+                                                        {"OPTION_ENTRYPOINT", "djl_python.x"},
+                                                        {"OPTION_DTYPE", "FP32"}}));
   ASSERT_EQ(s.size(), 3u);
   const EnvSetting* dtype = find_var(s, "OPTION_DTYPE");
   ASSERT_NE(dtype, nullptr);
@@ -72,8 +74,9 @@ TEST(EnvSource, TgiAliases) {
 }
 
 TEST(EnvSource, OrderIsPrecedence) {
-  const auto s = map_environment(Environment::from_map(
-      {{"SM_NUM_GPUS", "4"}, {"TENSOR_PARALLEL_DEGREE", "2"}, {"OPTION_TENSOR_PARALLEL_DEGREE", "1"}}));
+  const auto s = map_environment(Environment::from_map({{"SM_NUM_GPUS", "4"},
+                                                        {"TENSOR_PARALLEL_DEGREE", "2"},
+                                                        {"OPTION_TENSOR_PARALLEL_DEGREE", "1"}}));
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[0].variable, "OPTION_TENSOR_PARALLEL_DEGREE");
   EXPECT_EQ(s[1].variable, "TENSOR_PARALLEL_DEGREE");
@@ -81,8 +84,11 @@ TEST(EnvSource, OrderIsPrecedence) {
 }
 
 TEST(EnvSource, UnrelatedVariablesAreIgnored) {
-  const auto s = map_environment(Environment::from_map(
-      {{"PATH", "/bin"}, {"HOME", "/root"}, {"OPTION_", "x"}, {"SERVING_", "y"}, {"option_dtype", "fp16"}}));
+  const auto s = map_environment(Environment::from_map({{"PATH", "/bin"},
+                                                        {"HOME", "/root"},
+                                                        {"OPTION_", "x"},
+                                                        {"SERVING_", "y"},
+                                                        {"option_dtype", "fp16"}}));
   EXPECT_TRUE(s.empty());
 }
 

@@ -194,7 +194,7 @@ TEST(PropertiesFile, RawUtf8PassesThrough) {
 }
 
 TEST(PropertiesFile, MalformedUnicodeEscapesAreErrorsWithLine) {
-  const char* bad[] = {"a=1\nk=\\u12\n", "a=1\nk=\\u12G4\n", "a=1\nk=\\uD83D\n",
+  const char* bad[] = {"a=1\nk=\\u12\n",    "a=1\nk=\\u12G4\n", "a=1\nk=\\uD83D\n",
                        "a=1\nk=\\uD83Dx\n", "a=1\nk=\\uDE00\n", "a=1\nk=\\uD83D\\u0041\n"};
   for (const char* text : bad) {
     try {
@@ -221,7 +221,9 @@ TEST(PropertiesFile, LastDuplicateWinsAndAllAreKept) {
 }
 
 TEST(PropertiesFile, ByteOrderMarkIsSkipped) {
-  const auto f = PropertiesFile::parse("\xEF\xBB\xBF" "engine=Python\n");
+  const auto f = PropertiesFile::parse(
+      "\xEF\xBB\xBF"
+      "engine=Python\n");
   EXPECT_EQ(value_of(f, "engine"), "Python");
 }
 
@@ -238,8 +240,9 @@ TEST(PropertiesFile, LineNumbersCountEveryNaturalLine) {
 }
 
 TEST(PropertiesFile, LoadReadsFileAndNamesItAsOrigin) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("lmx_props_load_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("lmx_props_load_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
   std::filesystem::create_directories(dir);
   const auto path = dir / "serving.properties";
   {

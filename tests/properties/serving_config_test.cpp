@@ -89,7 +89,8 @@ TEST(ServingConfig, ValuesFromFileRememberTheirLine) {
 
 TEST(ServingConfig, FileWinsOverOptionEnvironment) {
   TempModelDir dir("option.max_tokens=300\n");
-  const ServingConfig c = load(dir, {{"OPTION_MAX_TOKENS", "500"}, {"OPTION_MAX_ROLLING_BATCH_SIZE", "9"}});
+  const ServingConfig c =
+      load(dir, {{"OPTION_MAX_TOKENS", "500"}, {"OPTION_MAX_ROLLING_BATCH_SIZE", "9"}});
   EXPECT_EQ(c.max_tokens, 300);
   EXPECT_EQ(c.source_of("option.max_tokens").kind, Kind::File);
   EXPECT_EQ(c.max_rolling_batch_size, 9);
@@ -112,7 +113,8 @@ TEST(ServingConfig, ServingVariablesSetServerKeys) {
   EXPECT_EQ(c.job_queue_size, 12);
   EXPECT_EQ(c.chunked_read_timeout_s, 5);
   EXPECT_EQ(c.max_batch_delay_ms, 0);
-  EXPECT_EQ(c.source_of("job_queue_size").describe(), "environment variable SERVING_JOB_QUEUE_SIZE");
+  EXPECT_EQ(c.source_of("job_queue_size").describe(),
+            "environment variable SERVING_JOB_QUEUE_SIZE");
 }
 
 TEST(ServingConfig, AliasesApplyBelowLmiVariables) {
@@ -140,8 +142,7 @@ TEST(ServingConfig, OptionVariableWinsOverNamedVariable) {
   TempModelDir dir;
   const auto a = dir.mkdir("a");
   const auto b = dir.mkdir("b");
-  const ServingConfig c =
-      load(dir, {{"OPTION_MODEL_ID", a.string()}, {"HF_MODEL_ID", b.string()}});
+  const ServingConfig c = load(dir, {{"OPTION_MODEL_ID", a.string()}, {"HF_MODEL_ID", b.string()}});
   EXPECT_EQ(c.model_path, a);
   EXPECT_EQ(c.source_of("option.model_id").name, "OPTION_MODEL_ID");
 }
@@ -159,9 +160,9 @@ TEST(ServingConfig, NamedTensorParallelWinsOverSmNumGpus) {
 
 TEST(ServingConfig, OverridesWinOverEverything) {
   TempModelDir dir("option.max_tokens=300\n");
-  const ServingConfig c = load(dir, {{"OPTION_MAX_TOKENS", "500"}}, 0,
-                               EngineCapabilities::this_build(),
-                               {{"option.max_tokens", "64", "plugin override"}});
+  const ServingConfig c =
+      load(dir, {{"OPTION_MAX_TOKENS", "500"}}, 0, EngineCapabilities::this_build(),
+           {{"option.max_tokens", "64", "plugin override"}});
   EXPECT_EQ(c.max_tokens, 64);
   EXPECT_EQ(c.source_of("option.max_tokens").kind, Kind::Override);
   EXPECT_EQ(c.source_of("option.max_tokens").describe(), "plugin override");
@@ -176,7 +177,8 @@ TEST(ServingConfig, DuplicateKeyInFileWarnsAndLastWins) {
 }
 
 TEST(ServingConfig, ValuesAreTrimmedAndCaseInsensitive) {
-  TempModelDir dir("option.dtype = FP32   \noption.rolling_batch=Auto\noption.enable_cuda_graph=FALSE\n");
+  TempModelDir dir(
+      "option.dtype = FP32   \noption.rolling_batch=Auto\noption.enable_cuda_graph=FALSE\n");
   const ServingConfig c = load(dir);
   EXPECT_EQ(c.dtype, Dtype::Fp32);
   EXPECT_EQ(c.source_of("option.dtype").raw, "FP32   ");
@@ -292,7 +294,8 @@ TEST(ServingConfig, UnknownKeysWarnWithSuggestions) {
   EXPECT_TRUE(has_warning(c, "unknown key option.dtyp (from line 3"));
   EXPECT_TRUE(has_warning(c, "did you mean option.dtype?"));
   EXPECT_TRUE(has_warning(c, "unknown key option.paged_attention"));
-  EXPECT_TRUE(has_warning(c, "unknown key frobnicate (from environment variable SERVING_FROBNICATE)"));
+  EXPECT_TRUE(
+      has_warning(c, "unknown key frobnicate (from environment variable SERVING_FROBNICATE)"));
   EXPECT_EQ(c.unknown.at("option.paged_attention"), "true");
   EXPECT_EQ(c.unknown.at("max_rolling_batch_size"), "4");
   EXPECT_EQ(c.unknown.size(), 4u);
@@ -305,7 +308,10 @@ TEST(ServingConfig, MeaninglessAndIgnoredKeysWarn) {
       "option.entryPoint=djl_python.huggingface\n"
       "option.trust_remote_code=true\n"
       "option.revision=abc123\n");
-  const ServingConfig c = load(dir);
+  const ServingConfig c = load(dir, {{"SERVING_LOAD_MODELS", "test::MPI=/opt/ml/model"}});
+  EXPECT_TRUE(has_warning(c,
+                          "load_models=test::MPI=/opt/ml/model (from environment variable "
+                          "SERVING_LOAD_MODELS) is ignored"));
   EXPECT_TRUE(c.trust_remote_code);
   EXPECT_TRUE(has_warning(c, "trust_remote_code=true is accepted but meaningless"));
   EXPECT_TRUE(has_warning(c, "engine=MPI (from line 1 of"));

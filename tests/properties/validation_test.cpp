@@ -18,7 +18,8 @@ using lmx::properties::testing::TempModelDir;
 
 // Loads and returns the error text; records a failure when loading succeeds.
 std::string error_of(const TempModelDir& dir, std::map<std::string, std::string> env = {},
-                     int gpus = 0, const EngineCapabilities& caps = EngineCapabilities::this_build()) {
+                     int gpus = 0,
+                     const EngineCapabilities& caps = EngineCapabilities::this_build()) {
   try {
     load_serving_config(dir.path(), Environment::from_map(std::move(env), gpus), caps);
   } catch (const lmx::Error& e) {
@@ -186,7 +187,8 @@ TEST(Validation, CudaGraphsNeedCuda) {
 
 TEST(Validation, CudaNeedsAVisibleGpu) {
   TempModelDir dir;
-  const std::string e = error_of(dir, {{"OPTION_DEVICE", "cuda"}}, 0, EngineCapabilities::everything());
+  const std::string e =
+      error_of(dir, {{"OPTION_DEVICE", "cuda"}}, 0, EngineCapabilities::everything());
   EXPECT_TRUE(contains(e, "option.device=cuda (from environment variable OPTION_DEVICE)"));
   EXPECT_TRUE(contains(e, "no GPU is visible"));
 }
@@ -195,9 +197,11 @@ TEST(Validation, TensorParallelNeedsEnoughGpus) {
   TempModelDir dir;
   const auto caps = EngineCapabilities::everything();
   const std::string e = error_of(dir, {{"SM_NUM_GPUS", "8"}}, 4, caps);
-  EXPECT_TRUE(contains(e, "option.tensor_parallel_degree=8 (from environment variable SM_NUM_GPUS (TGI alias))"));
+  EXPECT_TRUE(contains(
+      e, "option.tensor_parallel_degree=8 (from environment variable SM_NUM_GPUS (TGI alias))"));
   EXPECT_TRUE(contains(e, "only 4 GPU(s) are visible"));
-  const std::string cpu = error_of(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}, {"OPTION_DEVICE", "cpu"}}, 4, caps);
+  const std::string cpu =
+      error_of(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}, {"OPTION_DEVICE", "cpu"}}, 4, caps);
   EXPECT_TRUE(contains(cpu, "tensor parallelism needs option.device=cuda"));
 }
 
