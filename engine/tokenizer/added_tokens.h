@@ -19,6 +19,11 @@ struct AddedToken {
   int32_t id = -1;
   std::string content;
   bool special = false, lstrip = false, rstrip = false, normalized = false, single_word = false;
+  // What decode() emits for it: tokenizers gives a normalized token's *normalized* content
+  // (e.g. "\u2581<unk>" after a Prepend normalizer), and only skips it as special when that
+  // text is itself a special token's content.
+  std::string decoded;
+  bool skip_as_special = false;
 };
 
 AddedToken parse_added_token(const nlohmann::json& j);

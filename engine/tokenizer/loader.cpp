@@ -85,6 +85,12 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tj,
     impl->added_by_id[impl->added.back().id] = impl->added.size() - 1;
     impl->added_by_content[impl->added.back().content] = impl->added.back().id;
   }
+  for (auto& a : impl->added) {
+    a.decoded = a.content;
+    if (a.normalized && impl->normalizer) impl->normalizer->normalize(a.decoded);
+  }
+  for (auto& a : impl->added)
+    for (const auto& b : impl->added) a.skip_as_special = a.skip_as_special || (b.special && b.content == a.decoded);
   impl->raw_matcher = tok::AddedTokenMatcher(impl->added, false, impl->normalizer.get());
   impl->normalized_matcher = tok::AddedTokenMatcher(impl->added, true, impl->normalizer.get());
 

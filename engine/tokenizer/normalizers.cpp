@@ -23,20 +23,21 @@ class Lowercase final : public Normalizer {
   void normalize(std::string& s) const override { s = to_lower(s); }
 };
 
-// Removes nonspacing marks; meant to follow NFD/NFKD.
-void strip_marks(std::string& s) {
+// Removes marks (StripAccents: every mark; BertNormalizer: nonspacing ones only, as tokenizers
+// does); meant to follow NFD/NFKD.
+void strip_marks(std::string& s, bool (*is_accent)(char32_t)) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     const size_t b = i;
-    if (!is_mark_nonspacing(next_codepoint(s, i))) out.append(s, b, i - b);
+    if (!is_accent(next_codepoint(s, i))) out.append(s, b, i - b);
   }
   s = std::move(out);
 }
 
 class StripAccents final : public Normalizer {
  public:
-  void normalize(std::string& s) const override { strip_marks(s); }
+  void normalize(std::string& s) const override { strip_marks(s, is_mark); }
 };
 
 class Prepend final : public Normalizer {
@@ -116,7 +117,7 @@ class BertNormalizer final : public Normalizer {
     }
     if (strip_) {
       out = tok::normalize(out, NormForm::kNFD);
-      strip_marks(out);
+      strip_marks(out, is_mark_nonspacing);
     }
     if (lower_) out = to_lower(out);
     s = std::move(out);

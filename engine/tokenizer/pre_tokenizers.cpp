@@ -193,8 +193,14 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j) {
     return std::make_unique<CharSplit>(is_punctuation,
                                        parse_split_behavior(j.value("behavior", "Isolated")));
   }
-  if (type == "Whitespace")
-    return std::make_unique<RegexSplit>(R"(\w+|[^\w\s]+)", SplitBehavior::kRemoved, true);
+  if (type == "Whitespace") {
+    // Rust's Unicode \w (UTS #18: Alphabetic, marks, decimal digits, connectors, join controls)
+    // and \s (White_Space); PCRE2's UCP \w is narrower, so spell the classes out.
+    return std::make_unique<RegexSplit>(
+        R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+)"
+        R"(|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\p{White_Space}]+)",
+        SplitBehavior::kRemoved, true);
+  }
   if (type == "WhitespaceSplit")
     return std::make_unique<CharSplit>(is_whitespace, SplitBehavior::kRemoved);
   if (type == "BertPreTokenizer") {

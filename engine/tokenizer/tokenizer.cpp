@@ -49,7 +49,8 @@ std::string Tokenizer::Impl::decode(std::span<const int32_t> ids, bool skip_spec
   for (int32_t id : ids) {
     auto it = added_by_id.find(id);
     if (it != added_by_id.end()) {
-      if (!(skip_special_tokens && added[it->second].special)) tokens.push_back(added[it->second].content);
+      const tok::AddedToken& a = added[it->second];
+      if (!(skip_special_tokens && a.skip_as_special)) tokens.push_back(a.decoded);
       continue;
     }
     if (const std::string* t = model->vocab().token(id)) tokens.push_back(*t);

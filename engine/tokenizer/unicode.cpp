@@ -219,6 +219,7 @@ bool is_punctuation(char32_t cp) {
   return u_ispunct(static_cast<UChar32>(cp));
 }
 bool is_mark_nonspacing(char32_t cp) { return u_charType(static_cast<UChar32>(cp)) == U_NON_SPACING_MARK; }
+bool is_mark(char32_t cp) { return (U_MASK(u_charType(static_cast<UChar32>(cp))) & U_GC_M_MASK) != 0; }
 bool is_alphanumeric(char32_t cp) {
   const uint32_t mask = U_GC_L_MASK | U_GC_N_MASK;
   return (U_MASK(u_charType(static_cast<UChar32>(cp))) & mask) != 0;
@@ -246,6 +247,7 @@ bool is_punctuation(char32_t cp) {
 bool is_mark_nonspacing(char32_t) {
   throw_error("tokenizer: StripAccents needs ICU, which this build was made without");
 }
+bool is_mark(char32_t) { throw_error("tokenizer: StripAccents needs ICU, which this build was made without"); }
 bool is_alphanumeric(char32_t cp) {
   if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
   throw_error("tokenizer: Unicode letter classes need ICU, which this build was made without");

@@ -31,6 +31,7 @@ bool is_whitespace(char32_t cp);    // Unicode White_Space (Rust char::is_whites
 bool is_control(char32_t cp);       // BERT's notion: category C*, except \t \n \r
 bool is_punctuation(char32_t cp);   // ASCII punctuation or category P*
 bool is_mark_nonspacing(char32_t cp);  // category Mn
+bool is_mark(char32_t cp);             // category M (Mn, Mc, Me)
 bool is_chinese_char(char32_t cp);  // the CJK blocks BERT pads with spaces
 bool is_alphanumeric(char32_t cp);  // letters and numbers (Rust char::is_alphanumeric)
 
