@@ -6,11 +6,18 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/core/error.h"
 #include "temp_model_dir.h"
 
 namespace {
+
+// Warnings are asserted through ServingConfig::warnings; keep the test log readable.
+[[maybe_unused]] const bool kQuietLog = [] {
+  spdlog::set_level(spdlog::level::err);
+  return true;
+}();
 
 using namespace lmx::properties;
 using lmx::properties::testing::TempModelDir;
