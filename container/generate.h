@@ -1,0 +1,18 @@
+// The generation endpoints: LMI (/invocations, /predictions/{model}, SageMaker runtime paths)
+// and OpenAI-style /v1/completions. Single inputs go through the plugin's streaming call (so a
+// client that disconnects cancels its generation); lists of inputs through lmx_predict on the
+// blocking pool.
+#pragma once
+
+#include <memory>
+
+namespace lmx::server {
+
+class HttpSession;
+
+// force_stream: the SageMaker response-stream API (always streams); event_stream: frame the
+// stream as application/vnd.amazon.eventstream.
+void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream, bool event_stream);
+void handle_openai(const std::shared_ptr<HttpSession>& session);
+
+}  // namespace lmx::server

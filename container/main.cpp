@@ -1,0 +1,127 @@
+// lmx-server [--model-dir DIR] [--port N] [--plugin PATH] [--host ADDR] [--model-name NAME]
+//            [--max-body-bytes N] [--threads N] [--drain-timeout S] [--overrides JSON]
+// Loads the LMX plugin with dlopen (never linked), loads the model in the background (GET /ping
+// says "loading" meanwhile) and serves SageMaker, DJL and OpenAI-style HTTP. See docs/serving.md.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include <boost/asio/thread_pool.hpp>
+#include <spdlog/spdlog.h>
+
+#include "container/server.h"
+
+namespace fs = std::filesystem;
+using lmx::server::ServerOptions;
+
+namespace {
+
+void usage(std::ostream& out) {
+  out << "usage: lmx-server [--model-dir DIR] [--port N] [--plugin PATH] [--host ADDR]\n"
+         "                  [--model-name NAME] [--max-body-bytes N] [--threads N]\n"
+         "                  [--drain-timeout SECONDS] [--overrides JSON]\n"
+         "defaults: --model-dir /opt/ml/model --port 8080 (or $SAGEMAKER_BIND_TO_PORT)\n"
+         "          --plugin <dir of this binary>/../lib/liblmx.so\n";
+}
+
+// The plugin next to the binary: ../lib/liblmx.so (build tree and install layout alike).
+std::string default_plugin() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  fs::path exe = n > 0 ? fs::path(std::string(buf, static_cast<size_t>(n))) : fs::path("lmx-server");
+  fs::path dir = exe.parent_path();
+  for (const char* name : {"liblmx.so", "liblmx_plugin.so"}) {
+    for (const fs::path& candidate : {dir / ".." / "lib" / name, dir / name}) {
+      if (fs::exists(candidate)) return fs::weakly_canonical(candidate).string();
+    }
+  }
+  return (dir / ".." / "lib" / "liblmx.so").string();
+}
+
+long parse_number(const std::string& flag, const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < lo || x > hi) {
+    std::cerr << "lmx-server: " << flag << " must be a number in [" << lo << ", " << hi
+              << "], got '" << v << "'\n";
+    std::exit(2);
+  }
+  return x;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ServerOptions opt;
+  if (const char* p = std::getenv("SAGEMAKER_BIND_TO_PORT")) {
+    opt.port = static_cast<int>(parse_number("SAGEMAKER_BIND_TO_PORT", p, 0, 65535));
+  }
+  std::string overrides;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << "lmx-server: " << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      usage(std::cout);
+      return 0;
+    } else if (a == "--model-dir") {
+      opt.model_dir = value();
+    } else if (a == "--port") {
+      opt.port = static_cast<int>(parse_number(a, value(), 0, 65535));
+    } else if (a == "--plugin") {
+      opt.plugin_path = value();
+    } else if (a == "--host") {
+      opt.host = value();
+    } else if (a == "--model-name") {
+      opt.model_name = value();
+    } else if (a == "--max-body-bytes") {
+      opt.max_body_bytes = static_cast<size_t>(parse_number(a, value(), 1, 1L << 31));
+    } else if (a == "--threads") {
+      opt.threads = static_cast<int>(parse_number(a, value(), 1, 1024));
+    } else if (a == "--drain-timeout") {
+      opt.drain_timeout_s = static_cast<int>(parse_number(a, value(), 0, 86400));
+    } else if (a == "--overrides") {
+      overrides = value();
+    } else {
+      std::cerr << "lmx-server: unknown argument '" << a << "'\n";
+      usage(std::cerr);
+      return 2;
+    }
+  }
+  if (opt.plugin_path.empty()) opt.plugin_path = default_plugin();
+  if (opt.model_name.empty()) {
+    fs::path p = fs::path(opt.model_dir).lexically_normal();
+    opt.model_name = p.filename().empty() ? p.parent_path().filename().string()
+                                          : p.filename().string();
+    if (opt.model_name.empty()) opt.model_name = "model";
+  }
+
+  lmx::server::PluginApi api;
+  try {
+    api = lmx::server::PluginApi::load(opt.plugin_path);
+  } catch (const std::exception& e) {
+    std::cerr << "lmx-server: " << e.what() << "\n";
+    return 1;
+  }
+  lmx::server::Model model(api, opt.model_dir, opt.model_name);
+  lmx::server::ServerContext ctx;
+  ctx.options = opt;
+  ctx.model = &model;
+  ctx.blocking = std::make_unique<boost::asio::thread_pool>(8);
+  model.start_loading(overrides);
+  try {
+    return lmx::server::serve(ctx);
+  } catch (const std::exception& e) {
+    std::cerr << "lmx-server: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,12 @@
+// The listener: accepts connections on the I/O threads, and on SIGTERM/SIGINT stops accepting,
+// lets in-flight requests finish (up to drain_timeout_s), stops the model and returns.
+#pragma once
+
+#include "container/server_context.h"
+
+namespace lmx::server {
+
+// Serves until a termination signal has been handled. Returns the process exit code.
+int serve(ServerContext& ctx);
+
+}  // namespace lmx::server

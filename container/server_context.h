@@ -1,0 +1,37 @@
+// What every connection shares: the model, the metrics, the options and the drain flag.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include "container/metrics.h"
+#include "container/plugin_loader.h"
+
+namespace lmx::server {
+
+struct ServerOptions {
+  std::string model_dir = "/opt/ml/model";
+  std::string model_name;  // default: the model directory's name
+  std::string host = "0.0.0.0";
+  int port = 8080;
+  std::string plugin_path;  // default: ../lib/liblmx.so next to the binary
+  std::size_t max_body_bytes = 6 * 1024 * 1024;  // SageMaker's invocation payload limit
+  int threads = 0;                               // 0: hardware concurrency (at least 2)
+  int drain_timeout_s = 60;
+  int idle_timeout_s = 60;
+};
+
+struct ServerContext {
+  ServerOptions options;
+  Model* model = nullptr;
+  Metrics metrics;
+  std::atomic<bool> draining{false};
+  // Runs blocking lmx_predict calls (lists of inputs) off the I/O threads.
+  std::unique_ptr<boost::asio::thread_pool> blocking;
+};
+
+}  // namespace lmx::server

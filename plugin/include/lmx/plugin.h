@@ -1,0 +1,129 @@
+/* LMX plugin ABI: the stable C interface a model-server host loads with dlopen().
+ *
+ * Pure C (C99): opaque handles, fixed-width integers, UTF-8 JSON strings. No exception, abort()
+ * or C++ type crosses this boundary: every function catches everything and returns a status.
+ * All functions are thread-safe; many threads may call lmx_predict / lmx_predict_stream on one
+ * handle at the same time (the engine batches them).
+ *
+ *   lmx_handle* h = NULL;
+ *   if (lmx_create("/opt/ml/model", NULL, &h) != LMX_STATUS_OK) puts(lmx_last_error());
+ *   char* out = NULL;
+ *   lmx_predict(h, "{\"inputs\": \"Once upon a time\"}", &out);
+ *   puts(out);
+ *   lmx_free_string(out);
+ *   lmx_destroy(h);
+ *
+ * Request JSON (LMI schema):
+ *   {"inputs": "text" | ["text", ...],
+ *    "parameters": {"max_new_tokens": 30, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+ *                   "do_sample": false, "repetition_penalty": 1.0, "stop_sequences": ["..."],
+ *                   "seed": 0, "details": false, "return_full_text": false},
+ *    "stream": false}            (ignored by lmx_predict; the host picks the call)
+ * Response JSON of lmx_predict: {"generated_text": "...", "details": {"finish_reason":
+ *   "length|eos_token|stop_sequence", "generated_tokens": n, "inputs": "...", "prompt_tokens": n,
+ *   "tokens": [{"id", "text", "log_prob", "special"}]}}  ("details" only when requested); a list
+ *   of inputs gives a list of such objects, in order.
+ * Error body (lmx_predict's response on failure): {"error": "message", "field": "parameters.x",
+ *   "status": <lmx_status>}  ("field" is null when no single field is to blame).
+ *
+ * Stream chunks (lmx_predict_stream), one JSON object per call of the callback:
+ *   {"token": {"id": 42, "text": " the", "log_prob": -0.7, "special": false}}
+ *   ...
+ *   last (is_final = 1): {"token": {...} (when the last step produced one),
+ *     "generated_text": "...", "details": {"finish_reason": ..., "generated_tokens": n,
+ *     "inputs": "...", "prompt_tokens": n, "tokens": [...] (only when details requested)}}
+ *   On a failure after the stream started the last chunk has "finish_reason": "error" and an
+ *   "error" member with the message. A cancelled request ends with "finish_reason": "cancelled".
+ *   The concatenated "text" of the chunks equals "generated_text" (without the prompt); a stop
+ *   sequence never appears in it, not even in part.
+ */
+#ifndef LMX_PLUGIN_H_
+#define LMX_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define LMX_API __declspec(dllexport)
+#else
+#define LMX_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on every incompatible change of this header. Hosts compare it with lmx_abi_version(). */
+#define LMX_ABI_VERSION 1
+
+/* Status codes. The HTTP status a host should answer with is given in brackets. */
+typedef int32_t lmx_status;
+#define LMX_STATUS_OK 0               /* success [200] */
+#define LMX_STATUS_INVALID_ARGUMENT 1 /* null pointer, unknown handle, malformed overrides [500] */
+#define LMX_STATUS_INVALID_REQUEST 2  /* malformed request JSON or bad parameter [400] */
+#define LMX_STATUS_QUEUE_FULL 3       /* job_queue_size requests already wait [503] */
+#define LMX_STATUS_UNAVAILABLE 4      /* shutting down / not started [503] */
+#define LMX_STATUS_MODEL_ERROR 5      /* the model failed while generating [424] */
+#define LMX_STATUS_NOT_FOUND 6        /* lmx_cancel: unknown or finished request id [404] */
+#define LMX_STATUS_CONFIG_ERROR 7     /* lmx_create: invalid serving.properties / OPTION_* */
+#define LMX_STATUS_LOAD_ERROR 8       /* lmx_create: the model could not be loaded */
+#define LMX_STATUS_INTERNAL 9         /* anything else (out of memory, bug) [500] */
+
+typedef struct lmx_handle lmx_handle; /* one loaded model + its engine */
+
+/* Called once per stream chunk, on an engine thread: must return quickly and must not call
+ * lmx_destroy. `chunk_json` (`len` bytes, NUL-terminated) is valid only during the call.
+ * After the call with is_final = 1 the callback is never called again for that request. */
+typedef void (*lmx_stream_callback)(void* user_data, const char* chunk_json, size_t len,
+                                    int32_t is_final);
+
+/* LMX_ABI_VERSION of the library. */
+LMX_API int32_t lmx_abi_version(void);
+
+/* Message of the last failed lmx_* call on this thread ("" when none). Valid until the next
+ * lmx_* call on this thread. */
+LMX_API const char* lmx_last_error(void);
+/* The request field blamed by the last LMX_STATUS_INVALID_REQUEST on this thread, e.g.
+ * "parameters.top_p" ("" when none). */
+LMX_API const char* lmx_last_error_field(void);
+
+/* Loads the model store `model_dir` (serving.properties + OPTION_* environment + `overrides_json`,
+ * a JSON object of property keys to values, e.g. {"option.max_tokens": 512}; NULL or "" for none;
+ * overrides win over everything). Blocks until the model is loaded. */
+LMX_API lmx_status lmx_create(const char* model_dir, const char* overrides_json,
+                              lmx_handle** out_handle);
+
+/* Generates for `request_json` and blocks until done. On success *response_json is the LMI
+ * response; on failure it is the error body (or NULL when even that failed). Free it with
+ * lmx_free_string. */
+LMX_API lmx_status lmx_predict(lmx_handle* handle, const char* request_json, char** response_json);
+
+/* Starts a streaming generation of one input. Returns at once; chunks go to `callback`. On
+ * success *request_id identifies the request for lmx_cancel (the callback may already run before
+ * this returns) and the callback will be called at least once, ending with is_final = 1. On
+ * failure the callback is never called. A list "inputs" is LMX_STATUS_INVALID_REQUEST. */
+LMX_API lmx_status lmx_predict_stream(lmx_handle* handle, const char* request_json,
+                                      lmx_stream_callback callback, void* user_data,
+                                      uint64_t* request_id);
+
+/* Stops a streaming request: its resources are freed within one engine step and its last chunk
+ * says "finish_reason": "cancelled". LMX_STATUS_NOT_FOUND when unknown or already finished. */
+LMX_API lmx_status lmx_cancel(lmx_handle* handle, uint64_t request_id);
+
+/* Health and statistics: {"state": "ready"|"shutting_down", "abi_version", "model": {...},
+ * "config": {"output_formatter", "max_tokens", "job_queue_size", ...}, "engine": {stats}}.
+ * Free *json with lmx_free_string. */
+LMX_API lmx_status lmx_health(lmx_handle* handle, char** json);
+
+/* Frees a string returned by this library. NULL is fine. */
+LMX_API void lmx_free_string(char* s);
+
+/* Finishes every queued and running request (their final chunks are delivered), stops the engine
+ * and frees the handle. NULL is fine. The handle must not be used afterwards. */
+LMX_API void lmx_destroy(lmx_handle* handle);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LMX_PLUGIN_H_ */

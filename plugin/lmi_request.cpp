@@ -1,0 +1,164 @@
+#include "plugin/lmi_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace lmx::plugin {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& field, const std::string& message) {
+  throw RequestError(field, fmt::format("{}: {}", field, message));
+}
+
+int get_int(const json& v, const std::string& field, long long lo, long long hi) {
+  if (!v.is_number_integer() && !v.is_number_unsigned()) {
+    // Accept 5.0 (some clients send floats), reject 5.5.
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+        std::isfinite(v.get<double>())) {
+      double d = v.get<double>();
+      if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
+        bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, d));
+      }
+      return static_cast<int>(d);
+    }
+    bad(field, fmt::format("must be an integer, got {}", v.dump()));
+  }
+  if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(hi)) {
+    bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, v.dump()));
+  }
+  long long x = v.get<long long>();
+  if (x < lo || x > hi) bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, x));
+  return static_cast<int>(x);
+}
+
+float get_float(const json& v, const std::string& field) {
+  if (!v.is_number()) bad(field, fmt::format("must be a number, got {}", v.dump()));
+  double d = v.get<double>();
+  if (!std::isfinite(d)) bad(field, "must be finite");
+  return static_cast<float>(d);
+}
+
+bool get_bool(const json& v, const std::string& field) {
+  if (!v.is_boolean()) bad(field, fmt::format("must be true or false, got {}", v.dump()));
+  return v.get<bool>();
+}
+
+void parse_parameters(const json& p, LmiRequest& r) {
+  if (!p.is_object()) bad("parameters", "must be a JSON object");
+  auto& s = r.params.sampling;
+  bool temperature_set = false;
+  for (const auto& [key, v] : p.items()) {
+    const std::string field = "parameters." + key;
+    if (v.is_null()) continue;  // clients send null for "unset"
+    if (key == "max_new_tokens") {
+      r.params.max_new_tokens = get_int(v, field, 1, std::numeric_limits<int>::max());
+    } else if (key == "temperature") {
+      s.temperature = get_float(v, field);
+      if (s.temperature < 0) bad(field, fmt::format("must be >= 0, got {}", v.dump()));
+      temperature_set = true;
+    } else if (key == "top_p") {
+      s.top_p = get_float(v, field);
+      if (!(s.top_p > 0 && s.top_p <= 1)) bad(field, fmt::format("must be in (0, 1], got {}", v.dump()));
+    } else if (key == "top_k") {
+      s.top_k = get_int(v, field, 0, std::numeric_limits<int>::max());
+    } else if (key == "do_sample") {
+      s.greedy = !get_bool(v, field);
+    } else if (key == "repetition_penalty") {
+      s.repetition_penalty = get_float(v, field);
+      if (!(s.repetition_penalty > 0)) bad(field, fmt::format("must be > 0, got {}", v.dump()));
+    } else if (key == "stop_sequences" || key == "stop") {
+      if (v.is_string()) {
+        r.params.stop_sequences.push_back(v.get<std::string>());
+      } else if (v.is_array()) {
+        for (size_t i = 0; i < v.size(); ++i) {
+          if (!v[i].is_string() || v[i].get<std::string>().empty()) {
+            bad(fmt::format("{}[{}]", field, i), "must be a non-empty string");
+          }
+          r.params.stop_sequences.push_back(v[i].get<std::string>());
+        }
+      } else {
+        bad(field, "must be a string or a list of strings");
+      }
+    } else if (key == "seed") {
+      if (v.is_number_unsigned()) {
+        s.seed = v.get<unsigned long long>();
+      } else {
+        s.seed = static_cast<uint64_t>(get_int(v, field, 0, std::numeric_limits<int>::max()));
+      }
+    } else if (key == "details") {
+      r.details = get_bool(v, field);
+    } else if (key == "return_full_text") {
+      r.return_full_text = get_bool(v, field);
+    } else if (key == "ignore_eos" || key == "ignore_eos_token") {
+      r.params.ignore_eos = get_bool(v, field);
+    } else if (key == "decoder_input_details" || key == "truncate" || key == "typical_p" ||
+               key == "watermark" || key == "best_of" || key == "top_n_tokens") {
+      // TGI parameters that LMI accepts: only their neutral values are honoured.
+      bool neutral = (key == "decoder_input_details" || key == "watermark")
+                         ? (v.is_boolean() && !v.get<bool>())
+                         : (key == "best_of" ? v == 1 : false);
+      if (!neutral) bad(field, "is not supported by LMX");
+    } else {
+      bad(field, "unknown parameter; allowed: max_new_tokens, temperature, top_p, top_k, "
+                 "do_sample, repetition_penalty, stop_sequences, seed, details, "
+                 "return_full_text, ignore_eos");
+    }
+  }
+  // temperature 0 means greedy (as in vLLM/TGI); any sampling knob without do_sample is ignored
+  // by the greedy path, as in transformers.
+  if (temperature_set && s.temperature == 0) {
+    s.greedy = true;
+    s.temperature = 1.0f;
+  }
+}
+
+}  // namespace
+
+LmiRequest parse_lmi_request(const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad("body", "is not valid JSON");
+  return parse_lmi_request(j);
+}
+
+LmiRequest parse_lmi_request(const json& body) {
+  if (!body.is_object()) bad("body", "must be a JSON object with \"inputs\"");
+  LmiRequest r;
+  auto in = body.find("inputs");
+  if (in == body.end()) {
+    in = body.find("prompt");  // some clients send "prompt"
+    if (in == body.end()) bad("inputs", "is required");
+  }
+  if (in->is_string()) {
+    r.inputs.push_back(in->get<std::string>());
+  } else if (in->is_array()) {
+    if (in->empty()) bad("inputs", "must not be an empty list");
+    r.batched = true;
+    for (size_t i = 0; i < in->size(); ++i) {
+      if (!(*in)[i].is_string()) bad(fmt::format("inputs[{}]", i), "must be a string");
+      r.inputs.push_back((*in)[i].get<std::string>());
+    }
+  } else {
+    bad("inputs", "must be a string or a list of strings");
+  }
+  for (size_t i = 0; i < r.inputs.size(); ++i) {
+    if (r.inputs[i].empty()) {
+      bad(r.batched ? fmt::format("inputs[{}]", i) : std::string("inputs"), "must not be empty");
+    }
+  }
+  if (auto p = body.find("parameters"); p != body.end() && !p->is_null()) parse_parameters(*p, r);
+  if (auto s = body.find("stream"); s != body.end() && !s->is_null()) {
+    r.stream = get_bool(*s, "stream");
+  }
+  for (const auto& [key, v] : body.items()) {
+    if (key != "inputs" && key != "prompt" && key != "parameters" && key != "stream") {
+      bad(key, "unknown request field; allowed: inputs, parameters, stream");
+    }
+  }
+  return r;
+}
+
+}  // namespace lmx::plugin
