@@ -17,6 +17,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"generate", lmx::cli::run_generate, "generate tokens from a model directory"},
     {"config", lmx::cli::run_config, "print the resolved serving configuration as JSON"},
+    {"tokenize", lmx::cli::run_tokenize, "encode text (or decode ids) with a model's tokenizer"},
 };
 
 void print_usage() {

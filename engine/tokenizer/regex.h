@@ -1,6 +1,6 @@
 // A compiled PCRE2 pattern (UTF + UCP, JIT when available) used by Split, ByteLevel, Whitespace
-// and Replace. Immutable after construction and safe to share across threads: match data is
-// allocated per call.
+// and Replace. Immutable after construction and safe to share across threads: match data and
+// the JIT stack are per thread.
 #pragma once
 
 #include <memory>

@@ -93,3 +93,25 @@ TEST(TokenizerEncode, InvalidUtf8IsRepairedNotFatal) {
 
 }  // namespace
 }  // namespace lmx::test
+
+namespace lmx::test {
+namespace {
+
+// Long inputs: megabyte whitespace runs (regex lookahead backtracking needs a big JIT stack) and
+// a long SentencePiece input that is one BPE "word".
+TEST(TokenizerEncode, LongInputs) {
+  const Tokenizer llama3 = load_named_tokenizer("llama3");
+  const std::string spaces(1 << 20, ' ');
+  const auto ids = llama3.encode(spaces + "x", false);
+  EXPECT_FALSE(ids.empty());
+  EXPECT_EQ(llama3.decode(ids), spaces + "x");
+  const Tokenizer llama2 = load_named_tokenizer("llama2");
+  std::string prose;
+  for (int i = 0; i < 2000; ++i) prose += "The quick brown fox jumps over the lazy dog. ";
+  const auto ids2 = llama2.encode(prose, false);
+  EXPECT_LT(ids2.size(), prose.size() / 3);
+  EXPECT_EQ(llama2.decode(ids2), prose);
+}
+
+}  // namespace
+}  // namespace lmx::test

@@ -11,6 +11,7 @@ namespace lmx::tok {
 namespace {
 
 constexpr size_t kCacheCapacity = 10000;  // as tokenizers: bounded, filled until full
+constexpr size_t kCacheMaxWord = 256;     // long "words" (whole SentencePiece inputs) not cached
 
 uint64_t pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -51,7 +52,7 @@ class Bpe final : public Model {
         return;
       }
     }
-    {
+    if (word.size() <= kCacheMaxWord) {
       std::shared_lock lock(cache_mutex_);
       auto it = cache_.find(word);
       if (it != cache_.end()) {
@@ -61,6 +62,7 @@ class Bpe final : public Model {
     }
     std::vector<int32_t> ids = merge_word(word);
     out.insert(out.end(), ids.begin(), ids.end());
+    if (word.size() > kCacheMaxWord) return;
     std::unique_lock lock(cache_mutex_);
     if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::move(ids));
   }
