@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-dev        # CPU GEMM (cblas_sgemm), multi-threaded
   libpcre2-dev           # Unicode regex for tokenizer pre-tokenizers (UTF + UCP + JIT)
+  libicu-dev             # Unicode normalization (NFC/NFKC/...) and categories for tokenizers
   nlohmann-json3-dev     # config.json, safetensors headers, request/response JSON
   libspdlog-dev libfmt-dev
   libboost-dev           # Asio, Beast, Property_Tree (header-only parts)

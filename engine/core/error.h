@@ -14,6 +14,18 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Bad request input (HTTP 400). `field` names the offending request field, e.g.
+// "parameters.top_p" or "inputs".
+class RequestError : public Error {
+ public:
+  RequestError(std::string field, const std::string& message)
+      : Error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
 // throw_error("tensor {} has shape {}, expected {}", name, a, b)
 template <typename... Args>
 [[noreturn]] void throw_error(fmt::format_string<Args...> format, Args&&... args) {

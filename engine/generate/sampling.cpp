@@ -10,11 +10,14 @@ namespace lmx {
 
 void SamplingParams::validate() const {
   if (!greedy && !(temperature > 0.0f && std::isfinite(temperature)))
-    throw_error("temperature must be a positive number, got {}", temperature);
-  if (top_k < 0) throw_error("top_k must be >= 0 (0 disables it), got {}", top_k);
-  if (!(top_p > 0.0f && top_p <= 1.0f)) throw_error("top_p must be in (0, 1], got {}", top_p);
+    throw RequestError("parameters.temperature", fmt::format("temperature must be a positive number, got {}", temperature));
+  if (top_k < 0)
+    throw RequestError("parameters.top_k", fmt::format("top_k must be >= 0 (0 disables it), got {}", top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    throw RequestError("parameters.top_p", fmt::format("top_p must be in (0, 1], got {}", top_p));
   if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty)))
-    throw_error("repetition_penalty must be a positive number, got {}", repetition_penalty);
+    throw RequestError("parameters.repetition_penalty",
+                       fmt::format("repetition_penalty must be a positive number, got {}", repetition_penalty));
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {

@@ -1,0 +1,322 @@
+// Engine: the request queue, the worker thread that drives the Scheduler, and per-request
+// detokenization with stop sequences.
+#include "engine/api/engine.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/backend/cpu_backend.h"
+#include "engine/model/model.h"
+#include "engine/scheduler/scheduler.h"
+#include "engine/serving/stop_sequences.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "properties/serving_config.h"
+
+namespace lmx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kBlockSize = 16;
+
+// KV cache for max_tokens x max_rolling_batch_size, refused when it would take more than half of
+// the machine's memory (named numbers instead of an out-of-memory kill later).
+KvCacheShape plan_cpu_kv(const properties::ServingConfig& config, const DecoderDesc& desc) {
+  const long blocks_per_seq = (config.max_tokens + kBlockSize - 1) / kBlockSize;
+  const long blocks = blocks_per_seq * config.max_rolling_batch_size;
+  const double bytes_per_block =
+      double(kBlockSize) * desc.num_layers * 2.0 * desc.kv_size() * sizeof(float);
+  const double bytes = blocks * bytes_per_block;
+  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (bytes > 0.5 * ram)
+    throw_error("KV cache for max_tokens {} x max_rolling_batch_size {} needs {:.1f} GiB of host "
+                "memory, more than half of the {:.1f} GiB here; lower option.max_tokens or "
+                "option.max_rolling_batch_size",
+                config.max_tokens, config.max_rolling_batch_size, bytes / (1 << 30), ram / (1 << 30));
+  spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB)", blocks, kBlockSize, bytes / (1 << 20));
+  return {kBlockSize, int(blocks)};
+}
+
+struct ActiveRequest {
+  UpdateCallback on_update;
+  StreamDecoder decoder;
+  StopSequenceMatcher stops;
+  int prompt_tokens = 0;
+  int generated = 0;
+};
+
+struct Pending {
+  uint64_t id;
+  SchedulerRequest request;
+  std::vector<std::string> stop_sequences;
+  UpdateCallback on_update;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  explicit EngineImpl(const properties::ServingConfig& config)
+      : config_(config),
+        model_(load_model(config.model_path)),
+        tokenizer_(Tokenizer::from_model_dir(config.model_path)),
+        backend_(make_cpu_backend(model_, plan_cpu_kv(config, model_.desc))),
+        scheduler_(*backend_, {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
+        started_(Clock::now()) {
+    spdlog::info("engine ready: {} on {} ({}), {}", model_.desc.architecture, backend_->name(),
+                 path_name(), path_reason());
+    worker_ = std::thread([this] { run(); });
+  }
+
+  ~EngineImpl() override { shutdown(); }
+
+  uint64_t enqueue(EngineRequest request, UpdateCallback on_update) override {
+    if (!on_update) throw RequestError("callback", "a request needs an update callback");
+    SchedulerRequest sr;
+    if (request.prompt_ids) {
+      sr.prompt = std::move(*request.prompt_ids);
+    } else {
+      sr.prompt = tokenizer_.encode(request.prompt, /*add_special_tokens=*/true);
+    }
+    if (sr.prompt.empty()) throw RequestError("inputs", "the prompt is empty");
+    const RequestParams& p = request.params;
+    const long total = long(sr.prompt.size()) + p.max_new_tokens;
+    if (total > config_.max_tokens)
+      throw RequestError("parameters.max_new_tokens",
+                         fmt::format("prompt ({} tokens) + max_new_tokens ({}) = {} exceeds "
+                                     "max_tokens ({})", sr.prompt.size(), p.max_new_tokens, total,
+                                     config_.max_tokens));
+    sr.params.max_new_tokens = p.max_new_tokens;
+    sr.params.sampling = p.sampling;
+    sr.params.ignore_eos = p.ignore_eos;
+    scheduler_.validate(sr);  // immutable checks only: safe from any thread
+
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw EngineUnavailableError("the engine is shutting down");
+    if (int(incoming_.size()) + waiting_snapshot_ >= config_.job_queue_size)
+      throw QueueFullError(fmt::format("the request queue is full ({} waiting, job_queue_size {})",
+                                       incoming_.size() + size_t(waiting_snapshot_),
+                                       config_.job_queue_size));
+    const uint64_t id = next_id_++;
+    sr.id = id;
+    incoming_.push_back({id, std::move(sr), p.stop_sequences, std::move(on_update)});
+    live_.insert(id);
+    ++requests_total_;
+    wake_.notify_one();
+    return id;
+  }
+
+  bool cancel(uint64_t id) override {
+    std::lock_guard lock(mutex_);
+    if (!live_.count(id)) return false;
+    cancels_.insert(id);
+    wake_.notify_one();
+    return true;
+  }
+
+  nlohmann::json stats() const override {
+    std::lock_guard lock(mutex_);
+    const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
+    return {{"state", stopping_ ? "draining" : "ready"},
+            {"architecture", model_.desc.architecture},
+            {"device", backend_->name()},
+            {"path", path_name()},
+            {"path_reason", path_reason()},
+            {"running", stats_.running},
+            {"waiting", stats_.waiting + int(incoming_.size())},
+            {"kv_blocks_used", stats_.kv_blocks_used},
+            {"kv_blocks_free", stats_.kv_blocks_free},
+            {"kv_block_size", backend_->kv_shape().block_size},
+            {"preemptions", stats_.preemptions},
+            {"requests_total", requests_total_},
+            {"tokens_generated", tokens_generated_},
+            {"tokens_per_second", recent_tokens_per_second()},
+            {"uptime_seconds", uptime},
+            {"max_tokens", config_.max_tokens},
+            {"max_rolling_batch_size", config_.max_rolling_batch_size}};
+  }
+
+  const Tokenizer& tokenizer() const override { return tokenizer_; }
+  const properties::ServingConfig& config() const override { return config_; }
+
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      wake_.notify_one();
+    }
+    if (worker_.joinable()) worker_.join();
+  }
+
+ private:
+  std::string path_name() const { return "cpu_reference"; }
+  std::string path_reason() const {
+    return fmt::format("device=cpu: the CPU reference backend runs every architecture unfused "
+                       "({} has {} kernel-injection policy for CUDA)", model_.desc.architecture,
+                       model_.architecture->fused_policy ? "a" : "no");
+  }
+
+  double recent_tokens_per_second() const {  // over the last 10 s; mutex_ held
+    const auto cutoff = Clock::now() - std::chrono::seconds(10);
+    long tokens = 0;
+    for (const auto& [t, n] : recent_steps_)
+      if (t >= cutoff) tokens += n;
+    return tokens / 10.0;
+  }
+
+  void finish(uint64_t id, FinishReason why, const std::string& error = {}) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    ActiveRequest& a = it->second;
+    RequestUpdate u;
+    u.id = id;
+    if (why != FinishReason::Cancelled && why != FinishReason::Error && why != FinishReason::StopSequence)
+      u.text_delta = a.stops.push(a.decoder.finish()) + a.stops.flush();
+    u.finished = true;
+    u.finish_status = why;
+    u.error = error;
+    u.prompt_tokens = a.prompt_tokens;
+    u.generated_tokens = a.generated;
+    deliver(a, u);
+    active_.erase(it);
+    std::lock_guard lock(mutex_);
+    live_.erase(id);
+  }
+
+  static void deliver(ActiveRequest& a, const RequestUpdate& u) {
+    try {
+      a.on_update(u);
+    } catch (const std::exception& e) {
+      spdlog::error("update callback of request {} threw: {}", u.id, e.what());
+    }
+  }
+
+  // Moves new requests into the scheduler and applies cancellations; false when the worker is
+  // done (stopping and nothing left).
+  bool take_work() {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work(); });
+    std::deque<Pending> incoming;
+    incoming.swap(incoming_);
+    std::unordered_set<uint64_t> cancels;
+    cancels.swap(cancels_);
+    const bool stopping = stopping_;
+    lock.unlock();
+
+    for (Pending& p : incoming) {
+      const int prompt_tokens = int(p.request.prompt.size());
+      active_.emplace(p.id, ActiveRequest{std::move(p.on_update), StreamDecoder(tokenizer_, true),
+                                          StopSequenceMatcher(std::move(p.stop_sequences)),
+                                          prompt_tokens, 0});
+      try {
+        scheduler_.add(std::move(p.request));
+      } catch (const std::exception& e) {
+        finish(p.id, FinishReason::Error, e.what());
+      }
+    }
+    for (uint64_t id : cancels) {
+      scheduler_.remove(id);
+      finish(id, FinishReason::Cancelled);
+    }
+    return !(stopping && !scheduler_.has_work());
+  }
+
+  void emit(const TokenOutput& out) {
+    auto it = active_.find(out.id);
+    if (it == active_.end()) return;
+    ActiveRequest& a = it->second;
+    ++a.generated;
+    RequestUpdate u;
+    u.id = out.id;
+    GeneratedToken t;
+    t.id = out.token.id;
+    t.logprob = out.token.logprob;
+    t.special = tokenizer_.is_special(out.token.id);
+    t.text = a.decoder.push(out.token.id);
+    u.text_delta = a.stops.push(t.text);
+    u.tokens.push_back(std::move(t));
+    u.prompt_tokens = a.prompt_tokens;
+    u.generated_tokens = a.generated;
+    if (a.stops.stopped()) {  // text-level stop: end it here
+      scheduler_.remove(out.id);
+      u.finished = true;
+      u.finish_status = FinishReason::StopSequence;
+    } else if (out.finished) {
+      u.text_delta += a.stops.push(a.decoder.finish()) + a.stops.flush();
+      u.finished = true;
+      u.finish_status = out.reason;
+    }
+    deliver(a, u);
+    if (u.finished) {
+      active_.erase(it);
+      std::lock_guard lock(mutex_);
+      live_.erase(out.id);
+    }
+  }
+
+  void run() {
+    while (take_work()) {
+      if (!scheduler_.has_work()) continue;
+      std::vector<TokenOutput> outputs;
+      try {
+        outputs = scheduler_.step();
+      } catch (const std::exception& e) {  // fail what was running, keep serving
+        spdlog::error("engine step failed: {}", e.what());
+        std::vector<uint64_t> ids;
+        for (const auto& [id, a] : active_) ids.push_back(id);
+        for (uint64_t id : ids) {
+          scheduler_.remove(id);
+          finish(id, FinishReason::Error, e.what());
+        }
+      }
+      for (const TokenOutput& out : outputs) emit(out);
+      std::lock_guard lock(mutex_);
+      stats_ = scheduler_.stats();
+      waiting_snapshot_ = stats_.waiting;
+      tokens_generated_ += long(outputs.size());
+      recent_steps_.emplace_back(Clock::now(), long(outputs.size()));
+      while (recent_steps_.size() > 1 && recent_steps_.front().first < Clock::now() - std::chrono::seconds(10))
+        recent_steps_.pop_front();
+    }
+  }
+
+  properties::ServingConfig config_;
+  LoadedModel model_;
+  Tokenizer tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  Scheduler scheduler_;  // worker thread only (validate() is immutable and used by callers)
+  std::unordered_map<uint64_t, ActiveRequest> active_;  // worker thread only
+  std::thread worker_;
+  Clock::time_point started_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable wake_;
+  std::deque<Pending> incoming_;
+  std::unordered_set<uint64_t> cancels_;
+  std::unordered_set<uint64_t> live_;
+  bool stopping_ = false;
+  uint64_t next_id_ = 1;
+  int waiting_snapshot_ = 0;
+  SchedulerStats stats_;
+  long requests_total_ = 0;
+  long tokens_generated_ = 0;
+  std::deque<std::pair<Clock::time_point, long>> recent_steps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) {
+  if (config.device != properties::Device::Cpu)
+    throw_error("option.device={}: this build runs the CPU backend only",
+                properties::to_string(config.device));
+  return std::make_unique<EngineImpl>(config);
+}
+
+}  // namespace lmx
