@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: lmx tokenize --model DIR (--text TEXT | --decode IDS) [--no-special] [--json]\n"
     "\n"
-    "Runs the tokenizer of a Hugging Face model directory (tokenizer.json + tokenizer_config.json,\n"
+    "Runs the tokenizer of a Hugging Face model directory (tokenizer.json + "
+    "tokenizer_config.json,\n"
     "or vocab.json + merges.txt).\n"
     "\n"
     "  --model DIR    model directory\n"
@@ -29,7 +30,8 @@ constexpr const char* kUsage =
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
-  const Args args(argc, argv, {"--model", "--text", "--decode"}, {"--no-special", "--json", "--help", "-h"});
+  const Args args(argc, argv, {"--model", "--text", "--decode"},
+                  {"--no-special", "--json", "--help", "-h"});
   if (args.has("--help") || args.has("-h")) {
     std::fputs(kUsage, stdout);
     return 0;

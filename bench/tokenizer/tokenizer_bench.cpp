@@ -39,9 +39,12 @@ int main(int argc, char** argv) {
   std::string model, text_path;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-    else if (!std::strcmp(argv[i], "--text") && i + 1 < argc) text_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--json")) json = true;
+    if (!std::strcmp(argv[i], "--model") && i + 1 < argc)
+      model = argv[++i];
+    else if (!std::strcmp(argv[i], "--text") && i + 1 < argc)
+      text_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--json"))
+      json = true;
     else {
       std::fprintf(stderr, "usage: lmx_tokenizer_bench --model DIR --text FILE [--json]\n");
       return 2;
@@ -75,7 +78,8 @@ int main(int argc, char** argv) {
   const double mb = static_cast<double>(text.size()) / 1e6;
   if (json) {
     std::printf(
-        "{\"bytes\": %zu, \"whole_text\": {\"seconds\": %.6f, \"tokens\": %zu, \"MB_per_s\": %.3f}, "
+        "{\"bytes\": %zu, \"whole_text\": {\"seconds\": %.6f, \"tokens\": %zu, \"MB_per_s\": "
+        "%.3f}, "
         "\"per_line\": {\"seconds\": %.6f, \"tokens\": %zu, \"MB_per_s\": %.3f}}\n",
         text.size(), whole.seconds, whole.tokens, mb / whole.seconds, per_line.seconds,
         per_line.tokens, mb / per_line.seconds);
@@ -83,8 +87,9 @@ int main(int argc, char** argv) {
     std::printf("text: %zu bytes, %zu lines\n", text.size(), lines.size());
     std::printf("whole text: %8.3f ms  %zu tokens  %.2f MB/s  %.3f Mtok/s\n", whole.seconds * 1e3,
                 whole.tokens, mb / whole.seconds, whole.tokens / whole.seconds / 1e6);
-    std::printf("per line:   %8.3f ms  %zu tokens  %.2f MB/s  %.3f Mtok/s\n", per_line.seconds * 1e3,
-                per_line.tokens, mb / per_line.seconds, per_line.tokens / per_line.seconds / 1e6);
+    std::printf("per line:   %8.3f ms  %zu tokens  %.2f MB/s  %.3f Mtok/s\n",
+                per_line.seconds * 1e3, per_line.tokens, mb / per_line.seconds,
+                per_line.tokens / per_line.seconds / 1e6);
   }
   return 0;
 }

@@ -55,7 +55,8 @@ void AddedTokenMatcher::split(std::string_view s, std::vector<Part>& out) const 
     for (; at < s.size(); ++at) {
       for (size_t k : by_first_byte_[static_cast<unsigned char>(s[at])]) {
         const std::string& p = patterns_[k].text;
-        if (s.compare(at, p.size(), p) == 0 && (best == patterns_.size() || p.size() > patterns_[best].text.size()))
+        if (s.compare(at, p.size(), p) == 0 &&
+            (best == patterns_.size() || p.size() > patterns_[best].text.size()))
           best = k;
       }
       if (best != patterns_.size()) break;

@@ -38,8 +38,10 @@ class ByteLevel final : public Decoder {
       bool ok = true;
       for (size_t i = 0; i < t.size() && ok;) {
         const int b = unicode_to_byte(next_codepoint(t, i));
-        if (b < 0) ok = false;
-        else bytes += static_cast<char>(b);
+        if (b < 0)
+          ok = false;
+        else
+          bytes += static_cast<char>(b);
       }
       if (!ok) {  // a token outside the byte alphabet (an added token) goes through as is
         bytes.resize(mark);
@@ -57,7 +59,8 @@ class Metaspace final : public Decoder {
   void decode_chain(Tokens& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       replace_all(tokens[i], replacement_, " ");
-      if (i == 0 && strip_first_ && !tokens[i].empty() && tokens[i][0] == ' ') tokens[i].erase(0, 1);
+      if (i == 0 && strip_first_ && !tokens[i].empty() && tokens[i][0] == ' ')
+        tokens[i].erase(0, 1);
     }
   }
 
@@ -86,7 +89,8 @@ class ByteFallback final : public Decoder {
       nbytes = 0;
     };
     for (auto& t : tokens) {
-      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && isxdigit(t[3]) && isxdigit(t[4])) {
+      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && isxdigit(t[3]) &&
+          isxdigit(t[4])) {
         bytes += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
         ++nbytes;
         continue;
@@ -142,8 +146,9 @@ class Replace final : public Decoder {
 // BERT's detokenization cleanup (" ." -> ".", " n't" -> "n't", ...).
 void cleanup(std::string& s) {
   static const std::pair<const char*, const char*> kRules[] = {
-      {" .", "."},   {" ?", "?"},     {" !", "!"},           {" ,", ","},   {" ' ", "'"},  {" n't", "n't"},
-      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+      {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kRules) replace_all(s, from, to);
 }
 
@@ -154,8 +159,10 @@ class WordPiece final : public Decoder {
     for (size_t i = 0; i < tokens.size(); ++i) {
       auto& t = tokens[i];
       if (i > 0) {
-        if (t.compare(0, prefix_.size(), prefix_) == 0) t.erase(0, prefix_.size());
-        else t = ' ' + t;
+        if (t.compare(0, prefix_.size(), prefix_) == 0)
+          t.erase(0, prefix_.size());
+        else
+          t = ' ' + t;
       }
       if (cleanup_) cleanup(t);
     }
@@ -197,7 +204,8 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j) {
   if (type == "ByteLevel") return std::make_unique<ByteLevel>();
   if (type == "Metaspace") {
     bool strip_first = j.value("add_prefix_space", true);
-    if (j.contains("prepend_scheme")) strip_first = j.at("prepend_scheme").get<std::string>() != "never";
+    if (j.contains("prepend_scheme"))
+      strip_first = j.at("prepend_scheme").get<std::string>() != "never";
     return std::make_unique<Metaspace>(j.value("replacement", std::string("\u2581")), strip_first);
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallback>();
@@ -205,10 +213,13 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j) {
   if (type == "Strip")
     return std::make_unique<Strip>(j.at("content").get<std::string>(), j.value("start", size_t{0}),
                                    j.value("stop", size_t{0}));
-  if (type == "Replace") return std::make_unique<Replace>(j.at("pattern"), j.at("content").get<std::string>());
+  if (type == "Replace")
+    return std::make_unique<Replace>(j.at("pattern"), j.at("content").get<std::string>());
   if (type == "WordPiece")
-    return std::make_unique<WordPiece>(j.value("prefix", std::string("##")), j.value("cleanup", true));
-  if (type == "BPEDecoder") return std::make_unique<BpeDecoder>(j.value("suffix", std::string("</w>")));
+    return std::make_unique<WordPiece>(j.value("prefix", std::string("##")),
+                                       j.value("cleanup", true));
+  if (type == "BPEDecoder")
+    return std::make_unique<BpeDecoder>(j.value("suffix", std::string("</w>")));
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> parts;
     for (const auto& d : j.at("decoders"))

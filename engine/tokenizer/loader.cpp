@@ -40,7 +40,8 @@ std::optional<int32_t> config_token_id(const Tokenizer::Impl& impl, const nlohma
   auto t = config_token(config, key);
   if (!t) return std::nullopt;
   auto id = impl.token_to_id(*t);
-  if (!id) throw_error("tokenizer: tokenizer_config.json {} '{}' is not in the vocabulary", key, *t);
+  if (!id)
+    throw_error("tokenizer: tokenizer_config.json {} '{}' is not in the vocabulary", key, *t);
   return id;
 }
 
@@ -57,20 +58,24 @@ nlohmann::json legacy_gpt2_json(const std::filesystem::path& dir, const nlohmann
   const bool prefix = config.is_object() && config.value("add_prefix_space", false);
   nlohmann::json added = nlohmann::json::array();
   if (vocab.contains("<|endoftext|>")) {
-    added.push_back({{"id", vocab.at("<|endoftext|>")}, {"content", "<|endoftext|>"},
-                     {"special", true}, {"normalized", false}});
+    added.push_back({{"id", vocab.at("<|endoftext|>")},
+                     {"content", "<|endoftext|>"},
+                     {"special", true},
+                     {"normalized", false}});
   }
-  return {{"added_tokens", added},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", prefix}, {"use_regex", true}}},
-          {"post_processor", {{"type", "ByteLevel"}}},
-          {"decoder", {{"type", "ByteLevel"}}},
-          {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)}}}};
+  return {
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", prefix}, {"use_regex", true}}},
+      {"post_processor", {{"type", "ByteLevel"}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", std::move(merges)}}}};
 }
 
 }  // namespace
 
-std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tj, const nlohmann::json& config) {
+std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tj,
+                                                       const nlohmann::json& config) {
   if (!tj.is_object() || !tj.contains("model"))
     throw_error("tokenizer: tokenizer.json has no \"model\" section");
   auto impl = std::make_shared<Tokenizer::Impl>();
@@ -80,7 +85,8 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tj,
   impl->model = tok::make_model(tj.at("model"));
   impl->post_processor = tok::make_post_processor(field("post_processor"));
   impl->decoder = tok::make_decoder(field("decoder"));
-  for (const auto& a : field("added_tokens").is_array() ? field("added_tokens") : nlohmann::json::array()) {
+  for (const auto& a :
+       field("added_tokens").is_array() ? field("added_tokens") : nlohmann::json::array()) {
     impl->added.push_back(tok::parse_added_token(a));
     impl->added_by_id[impl->added.back().id] = impl->added.size() - 1;
     impl->added_by_content[impl->added.back().content] = impl->added.back().id;
@@ -90,7 +96,8 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tj,
     if (a.normalized && impl->normalizer) impl->normalizer->normalize(a.decoded);
   }
   for (auto& a : impl->added)
-    for (const auto& b : impl->added) a.skip_as_special = a.skip_as_special || (b.special && b.content == a.decoded);
+    for (const auto& b : impl->added)
+      a.skip_as_special = a.skip_as_special || (b.special && b.content == a.decoded);
   impl->raw_matcher = tok::AddedTokenMatcher(impl->added, false, impl->normalizer.get());
   impl->normalized_matcher = tok::AddedTokenMatcher(impl->added, true, impl->normalizer.get());
 
@@ -108,8 +115,10 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tj,
   }
   // transformers rebuilds a SentencePiece-style template from add_bos_token/add_eos_token; do
   // the same when the config says so and tokenizer.json has no other kind of post-processor.
-  const bool has_flags = config.is_object() && (config.contains("add_bos_token") || config.contains("add_eos_token"));
-  const std::string pp_type = field("post_processor").is_object() ? field("post_processor").value("type", "") : "";
+  const bool has_flags =
+      config.is_object() && (config.contains("add_bos_token") || config.contains("add_eos_token"));
+  const std::string pp_type =
+      field("post_processor").is_object() ? field("post_processor").value("type", "") : "";
   if (has_flags && (pp_type.empty() || pp_type == "TemplateProcessing")) {
     std::vector<int32_t> before, after;
     if (config.value("add_bos_token", false) && impl->bos) before.push_back(*impl->bos);
@@ -119,16 +128,19 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tj,
   return impl;
 }
 
-Tokenizer Tokenizer::from_json(const std::string& tokenizer_json, const std::string& tokenizer_config_json) {
+Tokenizer Tokenizer::from_json(const std::string& tokenizer_json,
+                               const std::string& tokenizer_config_json) {
   const nlohmann::json tj = parse(tokenizer_json, "tokenizer.json");
-  const nlohmann::json config =
-      tokenizer_config_json.empty() ? nlohmann::json() : parse(tokenizer_config_json, "tokenizer_config.json");
+  const nlohmann::json config = tokenizer_config_json.empty()
+                                    ? nlohmann::json()
+                                    : parse(tokenizer_config_json, "tokenizer_config.json");
   return Tokenizer(build_tokenizer(tj, config));
 }
 
 Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
   const auto config_path = dir / "tokenizer_config.json";
-  const std::string config_text = std::filesystem::exists(config_path) ? read_file(config_path) : "";
+  const std::string config_text =
+      std::filesystem::exists(config_path) ? read_file(config_path) : "";
   if (std::filesystem::exists(dir / "tokenizer.json")) {
     try {
       return from_json(read_file(dir / "tokenizer.json"), config_text);
@@ -137,7 +149,8 @@ Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {
     }
   }
   if (std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt")) {
-    const nlohmann::json config = config_text.empty() ? nlohmann::json() : parse(config_text, "tokenizer_config.json");
+    const nlohmann::json config =
+        config_text.empty() ? nlohmann::json() : parse(config_text, "tokenizer_config.json");
     nlohmann::json cfg = config;
     if (!cfg.is_object()) cfg = nlohmann::json::object();
     // GPT-2 has one special token that is bos, eos and unk at once.

@@ -67,7 +67,8 @@ std::unique_ptr<PostProcessor> make_post_processor(const nlohmann::json& j) {
   if (type == "BertProcessing" || type == "RobertaProcessing")
     return std::make_unique<Wrap>(std::vector<int32_t>{pair_id(j, "cls")},
                                   std::vector<int32_t>{pair_id(j, "sep")});
-  if (type == "ByteLevel") return std::make_unique<Wrap>(std::vector<int32_t>{}, std::vector<int32_t>{});
+  if (type == "ByteLevel")
+    return std::make_unique<Wrap>(std::vector<int32_t>{}, std::vector<int32_t>{});
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PostProcessor>> parts;
     for (const auto& p : j.at("processors"))

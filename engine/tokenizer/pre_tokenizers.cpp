@@ -47,8 +47,9 @@ class ByteLevel final : public PreTokenizer {
       for (auto& p : pieces)
         if (p.empty() || p[0] != ' ') p.insert(0, 1, ' ');
     if (regex_) {
-      resplit(pieces, [this](std::string_view s) { return regex_->find_all(s); },
-              SplitBehavior::kIsolated, false);
+      resplit(
+          pieces, [this](std::string_view s) { return regex_->find_all(s); },
+          SplitBehavior::kIsolated, false);
     }
     for (auto& p : pieces) {
       std::string mapped;
@@ -68,8 +69,8 @@ class Split final : public PreTokenizer {
   Split(const nlohmann::json& pattern, SplitBehavior behavior, bool invert)
       : pattern_(pattern, "Split pre-tokenizer"), behavior_(behavior), invert_(invert) {}
   void split(std::vector<std::string>& pieces, bool) const override {
-    resplit(pieces, [this](std::string_view s) { return pattern_.find_all(s); }, behavior_,
-            invert_);
+    resplit(
+        pieces, [this](std::string_view s) { return pattern_.find_all(s); }, behavior_, invert_);
   }
 
  private:
@@ -95,20 +96,23 @@ class Metaspace final : public PreTokenizer {
           r += c;
       }
       const bool starts = r.compare(0, replacement_.size(), replacement_) == 0;
-      if (!starts && (scheme_ == Scheme::kAlways || (scheme_ == Scheme::kFirst && at_start && k == 0)))
+      if (!starts &&
+          (scheme_ == Scheme::kAlways || (scheme_ == Scheme::kFirst && at_start && k == 0)))
         r.insert(0, replacement_);
       p = std::move(r);
     }
     if (split_) {
       const std::string& rep = replacement_;
-      resplit(pieces,
-              [&rep](std::string_view s) {
-                Matches m;
-                for (size_t p = s.find(rep); p != std::string_view::npos; p = s.find(rep, p + rep.size()))
-                  m.emplace_back(p, p + rep.size());
-                return m;
-              },
-              SplitBehavior::kMergedWithNext, false);
+      resplit(
+          pieces,
+          [&rep](std::string_view s) {
+            Matches m;
+            for (size_t p = s.find(rep); p != std::string_view::npos;
+                 p = s.find(rep, p + rep.size()))
+              m.emplace_back(p, p + rep.size());
+            return m;
+          },
+          SplitBehavior::kMergedWithNext, false);
     }
   }
 
@@ -124,7 +128,8 @@ class CharSplit final : public PreTokenizer {
   CharSplit(bool (*pred)(char32_t), SplitBehavior behavior) : pred_(pred), behavior_(behavior) {}
   void split(std::vector<std::string>& pieces, bool) const override {
     auto* pred = pred_;
-    resplit(pieces, [pred](std::string_view s) { return char_matches(s, pred); }, behavior_, false);
+    resplit(
+        pieces, [pred](std::string_view s) { return char_matches(s, pred); }, behavior_, false);
   }
 
  private:
@@ -137,7 +142,8 @@ class RegexSplit final : public PreTokenizer {
   RegexSplit(const char* pattern, SplitBehavior behavior, bool invert)
       : regex_(pattern), behavior_(behavior), invert_(invert) {}
   void split(std::vector<std::string>& pieces, bool) const override {
-    resplit(pieces, [this](std::string_view s) { return regex_.find_all(s); }, behavior_, invert_);
+    resplit(
+        pieces, [this](std::string_view s) { return regex_.find_all(s); }, behavior_, invert_);
   }
 
  private:
@@ -163,7 +169,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j) {
   if (j.is_null()) return nullptr;
   const std::string type = j.value("type", "");
   if (type == "ByteLevel")
-    return std::make_unique<ByteLevel>(j.value("add_prefix_space", true), j.value("use_regex", true));
+    return std::make_unique<ByteLevel>(j.value("add_prefix_space", true),
+                                       j.value("use_regex", true));
   if (type == "Split") {
     return std::make_unique<Split>(j.at("pattern"),
                                    parse_split_behavior(j.at("behavior").get<std::string>()),
@@ -173,9 +180,12 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j) {
     Metaspace::Scheme scheme = Metaspace::Scheme::kAlways;
     if (j.contains("prepend_scheme")) {
       const std::string s = j.at("prepend_scheme").get<std::string>();
-      if (s == "first") scheme = Metaspace::Scheme::kFirst;
-      else if (s == "never") scheme = Metaspace::Scheme::kNever;
-      else if (s != "always") throw_error("tokenizer: Metaspace prepend_scheme '{}' unknown", s);
+      if (s == "first")
+        scheme = Metaspace::Scheme::kFirst;
+      else if (s == "never")
+        scheme = Metaspace::Scheme::kNever;
+      else if (s != "always")
+        throw_error("tokenizer: Metaspace prepend_scheme '{}' unknown", s);
     } else if (!j.value("add_prefix_space", true)) {
       scheme = Metaspace::Scheme::kNever;
     }
@@ -183,11 +193,10 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j) {
                                        j.value("split", true));
   }
   if (type == "Digits") {
-    return std::make_unique<RegexSplit>(R"(\p{N})",
-                                        j.value("individual_digits", false)
-                                            ? SplitBehavior::kIsolated
-                                            : SplitBehavior::kContiguous,
-                                        false);
+    return std::make_unique<RegexSplit>(
+        R"(\p{N})",
+        j.value("individual_digits", false) ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+        false);
   }
   if (type == "Punctuation") {
     return std::make_unique<CharSplit>(is_punctuation,

@@ -63,7 +63,8 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
   size_t start = 0;
   while (start <= s.size()) {
     // Input was validated (or made valid) before it got here; NO_UTF_CHECK keeps this linear.
-    const int rc = pcre2_match(code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, tm.data, tm.context);
+    const int rc =
+        pcre2_match(code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, tm.data, tm.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];

@@ -35,7 +35,8 @@ std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_spe
         continue;
       }
       pieces.assign(1, std::string(sub.text));
-      if (pre_tokenizer) pre_tokenizer->split(pieces, part_at_start && sub.text.data() == norm.data());
+      if (pre_tokenizer)
+        pre_tokenizer->split(pieces, part_at_start && sub.text.data() == norm.data());
       for (const auto& p : pieces) model->tokenize(p, ids);
     }
   }
@@ -90,7 +91,8 @@ int32_t Tokenizer::vocab_size() const {
   int32_t n = 0;
   for (const auto& [id, index] : impl_->added_by_id) n = std::max(n, id + 1);
   // Model ids are dense in practice; find the largest one cheaply from the top.
-  for (int32_t id = impl_->model->vocab().size() + static_cast<int32_t>(impl_->added.size()); id >= n; --id)
+  for (int32_t id = impl_->model->vocab().size() + static_cast<int32_t>(impl_->added.size());
+       id >= n; --id)
     if (impl_->model->vocab().token(id)) return std::max(n, id + 1);
   return n;
 }

@@ -147,8 +147,8 @@ std::u16string to_u16(std::string_view s) {
   std::u16string out(s.size() + 1, u'\0');
   int32_t len = 0;
   UErrorCode err = U_ZERO_ERROR;
-  u_strFromUTF8WithSub(reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()),
-                       &len, s.data(), static_cast<int32_t>(s.size()), 0xFFFD, nullptr, &err);
+  u_strFromUTF8WithSub(reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &len,
+                       s.data(), static_cast<int32_t>(s.size()), 0xFFFD, nullptr, &err);
   if (U_FAILURE(err)) throw_error("tokenizer: UTF-8 to UTF-16 conversion failed");
   out.resize(static_cast<size_t>(len));
   return out;
@@ -179,10 +179,9 @@ std::string normalize(std::string_view s, NormForm form) {
   std::u16string out(in.size() * 4 + 16, u'\0');
   for (;;) {
     err = U_ZERO_ERROR;
-    const int32_t len = unorm2_normalize(n, reinterpret_cast<const UChar*>(in.data()),
-                                         static_cast<int32_t>(in.size()),
-                                         reinterpret_cast<UChar*>(out.data()),
-                                         static_cast<int32_t>(out.size()), &err);
+    const int32_t len = unorm2_normalize(
+        n, reinterpret_cast<const UChar*>(in.data()), static_cast<int32_t>(in.size()),
+        reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()), &err);
     if (err == U_BUFFER_OVERFLOW_ERROR) {
       out.resize(static_cast<size_t>(len) + 1);
       continue;
@@ -197,16 +196,17 @@ std::string to_lower(std::string_view s) {
   const std::u16string in = to_u16(s);
   std::u16string out(in.size() * 3 + 16, u'\0');
   UErrorCode err = U_ZERO_ERROR;
-  const int32_t len = u_strToLower(reinterpret_cast<UChar*>(out.data()),
-                                   static_cast<int32_t>(out.size()),
-                                   reinterpret_cast<const UChar*>(in.data()),
-                                   static_cast<int32_t>(in.size()), "", &err);
+  const int32_t len = u_strToLower(
+      reinterpret_cast<UChar*>(out.data()), static_cast<int32_t>(out.size()),
+      reinterpret_cast<const UChar*>(in.data()), static_cast<int32_t>(in.size()), "", &err);
   if (U_FAILURE(err)) throw_error("tokenizer: ICU lowercase failed");
   out.resize(static_cast<size_t>(len));
   return to_u8(out);
 }
 
-bool is_whitespace(char32_t cp) { return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_WHITE_SPACE); }
+bool is_whitespace(char32_t cp) {
+  return u_hasBinaryProperty(static_cast<UChar32>(cp), UCHAR_WHITE_SPACE);
+}
 bool is_control(char32_t cp) {
   if (cp == '\t' || cp == '\n' || cp == '\r') return false;
   const int8_t t = u_charType(static_cast<UChar32>(cp));
@@ -214,12 +214,17 @@ bool is_control(char32_t cp) {
          t == U_UNASSIGNED;
 }
 bool is_punctuation(char32_t cp) {
-  if (cp < 0x80) return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-                        (cp >= 123 && cp <= 126);
+  if (cp < 0x80)
+    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
+           (cp >= 123 && cp <= 126);
   return u_ispunct(static_cast<UChar32>(cp));
 }
-bool is_mark_nonspacing(char32_t cp) { return u_charType(static_cast<UChar32>(cp)) == U_NON_SPACING_MARK; }
-bool is_mark(char32_t cp) { return (U_MASK(u_charType(static_cast<UChar32>(cp))) & U_GC_M_MASK) != 0; }
+bool is_mark_nonspacing(char32_t cp) {
+  return u_charType(static_cast<UChar32>(cp)) == U_NON_SPACING_MARK;
+}
+bool is_mark(char32_t cp) {
+  return (U_MASK(u_charType(static_cast<UChar32>(cp))) & U_GC_M_MASK) != 0;
+}
 bool is_alphanumeric(char32_t cp) {
   const uint32_t mask = U_GC_L_MASK | U_GC_N_MASK;
   return (U_MASK(u_charType(static_cast<UChar32>(cp))) & mask) != 0;
@@ -240,14 +245,17 @@ bool is_control(char32_t cp) {
   return cp != '\t' && cp != '\n' && cp != '\r' && (cp < 32 || (cp >= 0x7F && cp < 0xA0));
 }
 bool is_punctuation(char32_t cp) {
-  if (cp < 0x80) return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-                        (cp >= 123 && cp <= 126);
+  if (cp < 0x80)
+    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
+           (cp >= 123 && cp <= 126);
   throw_error("tokenizer: Unicode punctuation classes need ICU, which this build was made without");
 }
 bool is_mark_nonspacing(char32_t) {
   throw_error("tokenizer: StripAccents needs ICU, which this build was made without");
 }
-bool is_mark(char32_t) { throw_error("tokenizer: StripAccents needs ICU, which this build was made without"); }
+bool is_mark(char32_t) {
+  throw_error("tokenizer: StripAccents needs ICU, which this build was made without");
+}
 bool is_alphanumeric(char32_t cp) {
   if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
   throw_error("tokenizer: Unicode letter classes need ICU, which this build was made without");

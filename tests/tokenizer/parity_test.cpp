@@ -25,20 +25,23 @@ TEST_P(Parity, MatchesReference) {
     const auto got_ns = tok.encode(text, false);
     EXPECT_EQ(got, ids) << name << " text " << show(text);
     EXPECT_EQ(got_ns, ids_ns) << name << " (no special) text " << show(text);
-    EXPECT_EQ(tok.decode(ids, false), c.at("decode").get<std::string>()) << name << " decode " << show(text);
+    EXPECT_EQ(tok.decode(ids, false), c.at("decode").get<std::string>())
+        << name << " decode " << show(text);
     EXPECT_EQ(tok.decode(ids, true), c.at("decode_skip").get<std::string>())
         << name << " decode skip_special " << show(text);
-    EXPECT_EQ(stream_decode(tok, ids, false), tok.decode(ids, false)) << name << " stream " << show(text);
-    EXPECT_EQ(stream_decode(tok, ids, true), tok.decode(ids, true)) << name << " stream skip " << show(text);
+    EXPECT_EQ(stream_decode(tok, ids, false), tok.decode(ids, false))
+        << name << " stream " << show(text);
+    EXPECT_EQ(stream_decode(tok, ids, true), tok.decode(ids, true))
+        << name << " stream skip " << show(text);
     failures += got != ids || got_ns != ids_ns;
     if (failures > 8) FAIL() << "stopping " << name << " after 8 mismatching strings";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Parity,
-                         ::testing::Values("llama2", "llama3", "qwen3", "gpt2", "bert", "stories260k",
-                                           "tinystories-656k", "synth_unigram", "synth_wordpiece",
-                                           "synth_bpe"),
+                         ::testing::Values("llama2", "llama3", "qwen3", "gpt2", "bert",
+                                           "stories260k", "tinystories-656k", "synth_unigram",
+                                           "synth_wordpiece", "synth_bpe"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            for (char& ch : n)

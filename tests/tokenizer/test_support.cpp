@@ -30,9 +30,11 @@ Tokenizer load_named_tokenizer(const std::string& name) {
   const std::filesystem::path shared = std::filesystem::path(LMX_SHARED_MODELS_DIR) / name;
   if (std::filesystem::exists(shared / "tokenizer.json")) return Tokenizer::from_model_dir(shared);
   const std::filesystem::path dir = tokenizer_cache_dir() / name;
-  if (!std::filesystem::exists(dir / "tokenizer.json") && !std::filesystem::exists(dir / "vocab.json"))
-    throw std::runtime_error("tokenizer files for '" + name + "' are missing from " + dir.string() +
-                             ": run `bash scripts/fetch_tokenizers.sh` (or set LMX_TOKENIZER_CACHE)");
+  if (!std::filesystem::exists(dir / "tokenizer.json") &&
+      !std::filesystem::exists(dir / "vocab.json"))
+    throw std::runtime_error(
+        "tokenizer files for '" + name + "' are missing from " + dir.string() +
+        ": run `bash scripts/fetch_tokenizers.sh` (or set LMX_TOKENIZER_CACHE)");
   return Tokenizer::from_model_dir(dir);
 }
 
@@ -41,7 +43,8 @@ nlohmann::json load_fixture(const std::string& name) {
       read_text(std::filesystem::path(LMX_FIXTURES_DIR) / "tokenizer" / (name + ".json")));
 }
 
-std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special) {
+std::string stream_decode(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                          bool skip_special) {
   StreamDecoder stream(tok, skip_special);
   std::string out;
   for (int32_t id : ids) out += stream.push(id);

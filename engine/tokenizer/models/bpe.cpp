@@ -30,15 +30,18 @@ class Bpe final : public Model {
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const auto& [a, b] = merges[rank];
       const auto ia = vocab_.find(a), ib = vocab_.find(b);
-      if (!ia || !ib) throw_error("tokenizer: BPE merge '{} {}' uses a token not in the vocab", a, b);
+      if (!ia || !ib)
+        throw_error("tokenizer: BPE merge '{} {}' uses a token not in the vocab", a, b);
       const bool strip = !prefix.empty() && b.compare(0, prefix.size(), prefix) == 0;
       const std::string merged = a + (strip ? b.substr(prefix.size()) : b);
       const auto im = vocab_.find(merged);
-      if (!im) throw_error("tokenizer: BPE merge '{} {}' makes '{}', not in the vocab", a, b, merged);
+      if (!im)
+        throw_error("tokenizer: BPE merge '{} {}' makes '{}', not in the vocab", a, b, merged);
       merges_[pair_key(*ia, *ib)] = {static_cast<int32_t>(rank), *im};
     }
     if (o_.byte_fallback) {
-      for (int b = 0; b < 256; ++b) byte_ids_[b] = vocab_.find(fmt::format("<0x{:02X}>", b)).value_or(-1);
+      for (int b = 0; b < 256; ++b)
+        byte_ids_[b] = vocab_.find(fmt::format("<0x{:02X}>", b)).value_or(-1);
     }
   }
 
@@ -99,7 +102,8 @@ class Bpe final : public Model {
         bool all = true;
         for (char c : piece) all = all && byte_ids_[static_cast<unsigned char>(c)] >= 0;
         if (all) {
-          for (char c : piece) syms.push_back({byte_ids_[static_cast<unsigned char>(c)], 0, 0, true});
+          for (char c : piece)
+            syms.push_back({byte_ids_[static_cast<unsigned char>(c)], 0, 0, true});
           last_unk = false;
           continue;
         }
@@ -128,7 +132,8 @@ class Bpe final : public Model {
     auto push = [&](int pos) {
       if (pos < 0 || syms[static_cast<size_t>(pos)].next < 0) return;
       const int nxt = syms[static_cast<size_t>(pos)].next;
-      auto it = merges_.find(pair_key(syms[static_cast<size_t>(pos)].id, syms[static_cast<size_t>(nxt)].id));
+      auto it = merges_.find(
+          pair_key(syms[static_cast<size_t>(pos)].id, syms[static_cast<size_t>(nxt)].id));
       if (it != merges_.end()) queue.push({it->second.rank, pos, it->second.new_id});
     };
     for (size_t k = 0; k + 1 < syms.size(); ++k) push(static_cast<int>(k));
@@ -179,21 +184,24 @@ std::string opt_string(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-std::unique_ptr<Model> make_bpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+std::unique_ptr<Model> make_bpe(Vocab vocab,
+                                const std::vector<std::pair<std::string, std::string>>& merges,
                                 BpeOptions options) {
   return std::make_unique<Bpe>(std::move(vocab), merges, std::move(options));
 }
 
 std::unique_ptr<Model> make_bpe(const nlohmann::json& j) {
   if (j.contains("dropout") && j.at("dropout").is_number() && j.at("dropout").get<double>() > 0)
-    throw_error("tokenizer: BPE dropout is not supported (inference tokenizers must be deterministic)");
+    throw_error(
+        "tokenizer: BPE dropout is not supported (inference tokenizers must be deterministic)");
   Vocab vocab;
   for (const auto& [tok, id] : j.at("vocab").items()) vocab.add(tok, id.get<int32_t>());
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(j.at("merges").size());
   for (const auto& m : j.at("merges")) merges.push_back(parse_merge(m));
   BpeOptions o;
-  if (j.contains("unk_token") && j.at("unk_token").is_string()) o.unk_token = j.at("unk_token").get<std::string>();
+  if (j.contains("unk_token") && j.at("unk_token").is_string())
+    o.unk_token = j.at("unk_token").get<std::string>();
   o.continuing_subword_prefix = opt_string(j, "continuing_subword_prefix");
   o.end_of_word_suffix = opt_string(j, "end_of_word_suffix");
   o.fuse_unk = j.value("fuse_unk", false);

@@ -25,7 +25,8 @@ struct BpeOptions {
 };
 
 std::unique_ptr<Model> make_bpe(const nlohmann::json& j);
-std::unique_ptr<Model> make_bpe(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+std::unique_ptr<Model> make_bpe(Vocab vocab,
+                                const std::vector<std::pair<std::string, std::string>>& merges,
                                 BpeOptions options);
 
 }  // namespace lmx::tok

@@ -23,14 +23,18 @@ std::unique_ptr<Model> make_model(const nlohmann::json& j) {
   std::string type = j.value("type", "");
   // Old files omit the type; infer it from the fields that only one model has.
   if (type.empty()) {
-    if (j.contains("merges")) type = "BPE";
-    else if (j.contains("max_input_chars_per_word")) type = "WordPiece";
-    else if (j.contains("unk_id")) type = "Unigram";
+    if (j.contains("merges"))
+      type = "BPE";
+    else if (j.contains("max_input_chars_per_word"))
+      type = "WordPiece";
+    else if (j.contains("unk_id"))
+      type = "Unigram";
   }
   if (type == "BPE") return make_bpe(j);
   if (type == "WordPiece") return make_wordpiece(j);
   if (type == "Unigram") return make_unigram(j);
-  throw_error("tokenizer: unsupported model type '{}'", type.empty() ? j.dump().substr(0, 80) : type);
+  throw_error("tokenizer: unsupported model type '{}'",
+              type.empty() ? j.dump().substr(0, 80) : type);
 }
 
 }  // namespace lmx::tok

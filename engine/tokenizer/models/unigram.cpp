@@ -14,12 +14,15 @@ constexpr double kUnkPenalty = 10.0;  // as sentencepiece/tokenizers
 class Unigram final : public Model {
  public:
   Unigram(Vocab vocab, std::vector<double> scores, int32_t unk_id, bool byte_fallback)
-      : vocab_(std::move(vocab)), scores_(std::move(scores)), unk_id_(unk_id),
+      : vocab_(std::move(vocab)),
+        scores_(std::move(scores)),
+        unk_id_(unk_id),
         byte_fallback_(byte_fallback) {
     double min_score = std::numeric_limits<double>::max();
     for (int32_t id = 0; id < static_cast<int32_t>(scores_.size()); ++id) {
       min_score = std::min(min_score, scores_[static_cast<size_t>(id)]);
-      if (const std::string* t = vocab_.token(id)) max_piece_bytes_ = std::max(max_piece_bytes_, t->size());
+      if (const std::string* t = vocab_.token(id))
+        max_piece_bytes_ = std::max(max_piece_bytes_, t->size());
     }
     unk_score_ = min_score - kUnkPenalty;
   }
@@ -120,8 +123,8 @@ std::unique_ptr<Model> make_unigram(const nlohmann::json& j) {
   }
   if (!j.contains("unk_id") || j.at("unk_id").is_null())
     throw_error("tokenizer: Unigram without unk_id is not supported");
-  return std::make_unique<Unigram>(std::move(vocab), std::move(scores), j.at("unk_id").get<int32_t>(),
-                                   j.value("byte_fallback", false));
+  return std::make_unique<Unigram>(std::move(vocab), std::move(scores),
+                                   j.at("unk_id").get<int32_t>(), j.value("byte_fallback", false));
 }
 
 }  // namespace lmx::tok
