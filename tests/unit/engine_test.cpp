@@ -1,0 +1,171 @@
+// The engine API end to end on the CPU backend with the real TinyStories-656K model and its
+// tokenizer: streaming updates, concurrency, cancellation, limits and shutdown.
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "engine/api/engine.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "properties/serving_config.h"
+
+namespace lmx {
+namespace {
+
+const std::filesystem::path kModel = std::filesystem::path(LMX_SHARED_MODELS_DIR) / "tinystories-656k";
+
+properties::ServingConfig config(std::map<std::string, std::string> env = {}) {
+  return properties::load_serving_config(kModel, properties::Environment::from_map(std::move(env), 0),
+                                         properties::EngineCapabilities::this_build());
+}
+
+// Collects one request's updates; wait() blocks until the final one.
+struct Collector {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<RequestUpdate> updates;
+  bool done = false;
+
+  UpdateCallback callback() {
+    return [this](const RequestUpdate& u) {
+      std::lock_guard lock(m);
+      updates.push_back(u);
+      done = u.finished;
+      cv.notify_all();
+    };
+  }
+  const RequestUpdate& wait() {
+    std::unique_lock lock(m);
+    cv.wait_for(lock, std::chrono::seconds(60), [&] { return done; });
+    EXPECT_TRUE(done);
+    return updates.back();
+  }
+  std::string text() {
+    std::string t;
+    for (const auto& u : updates) t += u.text_delta;
+    return t;
+  }
+  std::vector<int32_t> ids() {
+    std::vector<int32_t> out;
+    for (const auto& u : updates)
+      for (const auto& t : u.tokens) out.push_back(t.id);
+    return out;
+  }
+};
+
+EngineRequest greedy(std::string prompt, int max_new) {
+  EngineRequest r;
+  r.prompt = std::move(prompt);
+  r.params.max_new_tokens = max_new;
+  return r;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Engine> engine_ = Engine::create(config({{"OPTION_MAX_ROLLING_BATCH_SIZE", "8"}}));
+};
+
+TEST_F(EngineTest, StreamsTextThatEqualsTheDecodeOfItsTokens) {
+  Collector c;
+  engine_->enqueue(greedy("Once upon a time", 40), c.callback());
+  const RequestUpdate& last = c.wait();
+  EXPECT_EQ(last.generated_tokens, int(c.ids().size()));
+  EXPECT_GT(last.prompt_tokens, 1);
+  const auto ids = c.ids();
+  EXPECT_EQ(c.text(), engine_->tokenizer().decode(ids, /*skip_special_tokens=*/true));
+  EXPECT_FALSE(c.text().empty());
+  EXPECT_TRUE(last.finish_status == FinishStatus::Length || last.finish_status == FinishStatus::EosToken);
+}
+
+TEST_F(EngineTest, ConcurrentRequestsMatchTheSameRequestAlone) {
+  Collector alone;
+  engine_->enqueue(greedy("The little dog", 30), alone.callback());
+  alone.wait();
+  std::vector<std::unique_ptr<Collector>> cs;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i) cs.push_back(std::make_unique<Collector>());
+  for (int i = 0; i < 12; ++i)
+    threads.emplace_back([&, i] {
+      engine_->enqueue(greedy(i % 2 ? "The little dog" : "Lily and Ben went", 30), cs[i]->callback());
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 12; ++i) {
+    cs[i]->wait();
+    if (i % 2) {
+      EXPECT_EQ(cs[i]->ids(), alone.ids()) << i;
+    }
+  }
+}
+
+TEST_F(EngineTest, StopSequenceEndsTheRequestWithoutEmittingIt) {
+  Collector full;
+  engine_->enqueue(greedy("Once upon a time", 40), full.callback());
+  full.wait();
+  const std::string text = full.text();
+  ASSERT_GT(text.size(), 20u);
+  const std::string stop = text.substr(10, 5);
+  Collector c;
+  EngineRequest r = greedy("Once upon a time", 40);
+  r.params.stop_sequences = {stop};
+  engine_->enqueue(r, c.callback());
+  EXPECT_EQ(c.wait().finish_status, FinishStatus::StopSequence);
+  EXPECT_EQ(c.text(), text.substr(0, text.find(stop)));
+}
+
+TEST_F(EngineTest, CancelEndsWithCancelled) {
+  Collector c;
+  const uint64_t id = engine_->enqueue(greedy("Once upon a time", 400), c.callback());
+  EXPECT_TRUE(engine_->cancel(id));
+  const RequestUpdate& last = c.wait();
+  EXPECT_EQ(last.finish_status, FinishStatus::Cancelled);
+  EXPECT_LT(last.generated_tokens, 400);
+  EXPECT_FALSE(engine_->cancel(id));
+  EXPECT_FALSE(engine_->cancel(987654));
+}
+
+TEST_F(EngineTest, MaxTokensErrorNamesBothNumbers) {
+  try {
+    engine_->enqueue(greedy("Once upon a time", 2000), [](const RequestUpdate&) {});
+    FAIL();
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.field(), "parameters.max_new_tokens");
+    EXPECT_NE(std::string(e.what()).find("2000"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_tokens (1024)"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(EngineTest, BadSamplingParameterNamesTheField) {
+  EngineRequest r = greedy("hi", 5);
+  r.params.sampling = {.greedy = false, .top_p = 2.0f};
+  try {
+    engine_->enqueue(r, [](const RequestUpdate&) {});
+    FAIL();
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.field(), "parameters.top_p");
+  }
+}
+
+TEST(EngineQueue, FullQueueIsRejectedAndShutdownDrains) {
+  auto engine = Engine::create(config({{"SERVING_JOB_QUEUE_SIZE", "2"},
+                                       {"OPTION_MAX_ROLLING_BATCH_SIZE", "1"}}));
+  std::vector<std::unique_ptr<Collector>> cs;
+  int rejected = 0;
+  for (int i = 0; i < 8; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    try {
+      engine->enqueue(greedy("Once upon a time", 50), cs.back()->callback());
+    } catch (const QueueFullError&) {
+      ++rejected;
+      cs.pop_back();
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  engine->shutdown();
+  for (auto& c : cs) EXPECT_TRUE(c->done) << "shutdown must finish every accepted request";
+  EXPECT_THROW(engine->enqueue(greedy("x", 1), [](const RequestUpdate&) {}), EngineUnavailableError);
+}
+
+}  // namespace
+}  // namespace lmx
