@@ -2,6 +2,8 @@
 //              [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P --seed S]
 //              [--repetition-penalty R] [--ignore-eos] [--json] [--dump-logits]
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "engine/core/error.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace lmx::cli {
 namespace {
@@ -39,6 +42,12 @@ SamplingParams sampling_from(const Args& args) {
   return s;
 }
 
+bool has_tokenizer_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  return fs::exists(fs::path(dir) / "tokenizer.json") ||
+         (fs::exists(fs::path(dir) / "vocab.json") && fs::exists(fs::path(dir) / "merges.txt"));
+}
+
 }  // namespace
 
 int run_generate(int argc, char** argv) {
@@ -61,11 +70,14 @@ int run_generate(int argc, char** argv) {
                 "--device cpu");
   if (device != "cpu") throw_error("--device must be cpu or cuda, got '{}'", device);
 
+  // The tokenizer is needed for --prompt and for the output text; a model directory without one
+  // still runs with --prompt-ids (text is then null).
+  std::optional<Tokenizer> tokenizer;
+  if (args.has("--prompt") || has_tokenizer_files(model_dir))
+    tokenizer = Tokenizer::from_model_dir(model_dir);
   GenerationRequest request;
-  if (args.has("--prompt"))
-    throw_error("--prompt TEXT needs the tokenizer, which is not available in this build yet; "
-                "use --prompt-ids");
-  request.prompt = Args::parse_int_list("--prompt-ids", *args.get("--prompt-ids"));
+  request.prompt = args.has("--prompt") ? tokenizer->encode(*args.get("--prompt"))
+                                        : Args::parse_int_list("--prompt-ids", *args.get("--prompt-ids"));
   request.params.max_new_tokens = int(args.get_int("--max-new-tokens").value_or(30));
   request.params.ignore_eos = args.has("--ignore-eos");
   request.params.sampling = sampling_from(args);
@@ -82,10 +94,15 @@ int run_generate(int argc, char** argv) {
     nlohmann::json out;
     out["prompt_ids"] = request.prompt;
     out["token_ids"] = result.tokens;
-    out["text"] = nullptr;  // needs the tokenizer
+    if (tokenizer)
+      out["text"] = tokenizer->decode(result.tokens, /*skip_special_tokens=*/true);
+    else
+      out["text"] = nullptr;  // no tokenizer files in the model directory
     out["finish_reason"] = finish_reason_name(result.finish);
     if (args.has("--dump-logits")) out["last_prompt_logits"] = result.prompt_logits;
     std::cout << out.dump() << "\n";
+  } else if (tokenizer) {
+    std::cout << tokenizer->decode(result.tokens, /*skip_special_tokens=*/true) << "\n";
   } else {
     for (size_t i = 0; i < result.tokens.size(); ++i)
       std::cout << (i ? "," : "") << result.tokens[i];
