@@ -1,9 +1,46 @@
 // Linear layer: y[M, N] = x[M, K] · w[N, K]^T (+ bias[N]), w in nn.Linear's [out, in] layout.
 // CPU: fp32, host memory, through BLAS (OpenBLAS's multi-threaded sgemm).
+// CUDA: T = __half or __nv_bfloat16 (or float) in device memory through cuBLAS with fp32
+// accumulation; the output is T, or fp32 with linear_f32_out (the LM head's logits). Bias is added
+// by the fused elementwise ops, not here. The cuBLAS handle and its workspace live in a
+// GemmContext made once at load, so a launch allocates nothing and can be graph-captured.
 #pragma once
+
+#include <cstddef>
+
+#include "kernels/stream.h"
 
 namespace lmx::kernels::cpu {
 
 void linear(const float* x, const float* w, const float* bias, float* y, int M, int N, int K);
 
 }  // namespace lmx::kernels::cpu
+
+namespace lmx::kernels::cuda {
+
+class GemmContext {
+ public:
+  explicit GemmContext(size_t workspace_bytes = 32u << 20);
+  ~GemmContext();
+  GemmContext(const GemmContext&) = delete;
+  GemmContext& operator=(const GemmContext&) = delete;
+
+  void* handle() const { return handle_; }  // cublasHandle_t
+  void* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  void* handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+template <typename T>
+void linear(GemmContext& ctx, const T* x, const T* w, T* y, int M, int N, int K,
+            cudaStream_t stream);
+
+template <typename T>
+void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, int N, int K,
+                    cudaStream_t stream);
+
+}  // namespace lmx::kernels::cuda
