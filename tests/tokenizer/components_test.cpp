@@ -122,3 +122,33 @@ TEST(TokenizerEncode, LongInputs) {
 
 }  // namespace
 }  // namespace lmx::test
+
+namespace lmx::test {
+namespace {
+
+TEST(TokenizerLoad, ConfigAddBosEosRebuildsTemplate) {
+  const std::string tj = R"({
+    "added_tokens": [{"id": 0, "content": "<s>", "special": true},
+                     {"id": 1, "content": "</s>", "special": true}],
+    "pre_tokenizer": {"type": "WhitespaceSplit"},
+    "model": {"type": "WordPiece", "unk_token": "[UNK]",
+              "vocab": {"<s>": 0, "</s>": 1, "[UNK]": 2, "a": 3}}})";
+  const Tokenizer tok = Tokenizer::from_json(
+      tj, R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}, "add_bos_token": true,
+              "add_eos_token": true, "chat_template": "{{ messages }}"})");
+  EXPECT_EQ(tok.encode("a a"), (std::vector<int32_t>{0, 3, 3, 1}));
+  EXPECT_EQ(tok.encode("a b", false), (std::vector<int32_t>{3, 2}));
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{0, 3, 1}, true), "a");
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{0, 3, 1}, false), "<s> a </s>");
+  EXPECT_EQ(tok.chat_template(), "{{ messages }}");
+  EXPECT_EQ(tok.eos_id(), 1);
+}
+
+TEST(TokenizerLoad, ConfigTokenMissingFromVocabIsAnError) {
+  const std::string tj = R"({"model": {"type": "WordPiece", "unk_token": "[UNK]",
+                                       "vocab": {"[UNK]": 0}}})";
+  EXPECT_THROW((void)Tokenizer::from_json(tj, R"({"eos_token": "</s>"})"), Error);
+}
+
+}  // namespace
+}  // namespace lmx::test
