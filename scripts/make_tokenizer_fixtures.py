@@ -53,7 +53,24 @@ TEXTS = [
     "<|begin_of_text|>hi<|end_of_text|> <|eot_id|>", "<|im_start|>user\nhi<|im_end|>\n",
     "<|endoftext|>text<|endoftext|>", "[CLS] hello [SEP] [MASK] [UNK]",
     "<|start_story|>Once upon a time<|end_story|>", "<mask> x <mask>y [X] [X]z hello world <R> q",
+    "<think>\nhmm, 2+2=4\n</think>\n\nThe answer is 4.", "<tool_call>{\"name\": \"f\"}</tool_call>",
+    "\u00dcn\u00efc\u00f6d\u00e9 \u00d1O\u00d1O \u0130stanbul \u01c5 \u01c8 \u00df", "soft\u00adhyphen a\u0300\u0301\u0302 stacked",
+    "1\ufe0f\u20e3 keycap \u2764\ufe0f", "Hello\u2028line\u2029sep\u000bvt\u000cff", "word " * 40,
+    "x\n \n  \n\t\n", "   leading and trailing   ",
 ]
+
+# llama2's vocabulary in the layout newer `tokenizers` converters write for SentencePiece BPE
+# models (no normalizer; Metaspace pre-tokenizer with prepend_scheme "first", split off).
+# tests/tokenizer/test_support.cpp applies the same patch to the cached file.
+def llama2_metaspace(src):
+    j = json.load(open(os.path.join(src, "llama2", "tokenizer.json"), encoding="utf-8"))
+    j["normalizer"] = None
+    j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                          "split": False}
+    j["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False},
+        {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    return Tokenizer.from_str(json.dumps(j))
 
 
 def version_info():
@@ -213,6 +230,8 @@ def main():
         d = os.path.join(a.src, name)
         if os.path.exists(os.path.join(d, "tokenizer.json")):
             jobs[name] = (Tokenizer.from_file(os.path.join(d, "tokenizer.json")), load_tf(d))
+    if "llama2" in jobs:
+        jobs["llama2_metaspace"] = (llama2_metaspace(a.src), None)
     if os.path.exists(os.path.join(a.src, "gpt2", "vocab.json")):
         jobs["gpt2"] = (gpt2_tokenizer(os.path.join(a.src, "gpt2")),
                         load_tf(os.path.join(a.src, "gpt2")))

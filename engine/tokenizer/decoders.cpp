@@ -58,9 +58,9 @@ class Metaspace final : public Decoder {
       : replacement_(std::move(replacement)), strip_first_(strip_first) {}
   void decode_chain(Tokens& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
-      replace_all(tokens[i], replacement_, " ");
-      if (i == 0 && strip_first_ && !tokens[i].empty() && tokens[i][0] == ' ')
-        tokens[i].erase(0, 1);
+      // As tokenizers: in the first token every replacement character is dropped, not only
+      // the prepended one.
+      replace_all(tokens[i], replacement_, i == 0 && strip_first_ ? "" : " ");
     }
   }
 

@@ -39,9 +39,9 @@ TEST_P(Parity, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, Parity,
-                         ::testing::Values("llama2", "llama3", "qwen3", "gpt2", "bert",
-                                           "stories260k", "tinystories-656k", "synth_unigram",
-                                           "synth_wordpiece", "synth_bpe"),
+                         ::testing::Values("llama2", "llama2_metaspace", "llama3", "qwen3", "gpt2",
+                                           "bert", "stories260k", "tinystories-656k",
+                                           "synth_unigram", "synth_wordpiece", "synth_bpe"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            for (char& ch : n)

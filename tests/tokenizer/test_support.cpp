@@ -23,7 +23,31 @@ std::string read_text(const std::filesystem::path& p) {
   return ss.str();
 }
 
+namespace {
+
+// Same patch as llama2_metaspace() in scripts/make_tokenizer_fixtures.py.
+Tokenizer load_llama2_metaspace() {
+  const std::filesystem::path dir = tokenizer_cache_dir() / "llama2";
+  if (!std::filesystem::exists(dir / "tokenizer.json"))
+    throw std::runtime_error(
+        "tokenizer files for 'llama2' are missing from " + dir.string() +
+        ": run `bash scripts/fetch_tokenizers.sh` (or set LMX_TOKENIZER_CACHE)");
+  nlohmann::json j = nlohmann::json::parse(read_text(dir / "tokenizer.json"));
+  const nlohmann::json metaspace = {{"type", "Metaspace"},
+                                    {"replacement", "\u2581"},
+                                    {"prepend_scheme", "first"},
+                                    {"split", false}};
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = metaspace;
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders", {metaspace, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}};
+  return Tokenizer::from_json(j.dump(), "");
+}
+
+}  // namespace
+
 Tokenizer load_named_tokenizer(const std::string& name) {
+  if (name == "llama2_metaspace") return load_llama2_metaspace();
   const std::filesystem::path fixtures = std::filesystem::path(LMX_FIXTURES_DIR) / "tokenizer";
   if (name.rfind("synth_", 0) == 0)
     return Tokenizer::from_json(read_text(fixtures / (name + ".tokenizer.json")), "");
