@@ -14,7 +14,10 @@
 // CPU: fp32, host memory.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "kernels/stream.h"
 
 namespace lmx::kernels {
 
@@ -39,3 +42,54 @@ void paged_attention(const float* q, int q_stride, const float* k_cache, const f
                      int window, const PagedKvLayout& layout);
 
 }  // namespace lmx::kernels::cpu
+
+// ---- CUDA ----------------------------------------------------------------------------------------
+// T = __half or __nv_bfloat16, all pointers in device memory, fp32 scores / softmax / accumulation.
+// Same cache layout and per-token metadata as the CPU reference (int32, device):
+//   block_tables [num_seqs, max_blocks_per_seq], token_seq [tokens], token_pos [tokens].
+// The batch's own K/V must already be in the cache. Launchers only enqueue on `stream`: no
+// allocation, no synchronization, no host state that changes between steps (graph-capturable
+// when the grid-shaping host ints below are kept fixed, e.g. at their bucket maxima).
+// Requirements: head_dim in {64, 80, 96, 128}; heads % kv_heads == 0; q_stride % 8 == 0 and the
+// q / caches / out 16-byte aligned (cp.async). Any block_size >= 1. See docs/attention.md.
+namespace lmx::kernels::cuda {
+
+// Bytes of split-K scratch paged_attention_decode can use for batches of up to max_tokens tokens
+// whose attended ranges are at most max_context positions. Passing less (or nullptr / 0) is
+// safe: the launcher then uses fewer splits (1 split needs no workspace), only slower.
+size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_heads,
+                                              int head_dim, int max_context);
+
+// Decode ("flash-decoding"): one CTA per (token, kv head [, head chunk], split of the keys);
+// every query head of a kv-head group shares one pass over the K/V blocks; a second kernel
+// merges the splits. Correct for ANY ragged batch (each token is independent: decode tokens,
+// several tokens per sequence, even whole prefill chunks), fast when tokens are few per sequence.
+//   q: [tokens, q_stride], out: [tokens, heads * head_dim].
+//   max_context: upper bound on the attended length (token_pos + 1, or min with window) over the
+//     batch; it only shapes the grid (number of splits). A larger value is always correct; a
+//     smaller one is also correct (the last split takes the rest), only slower. For a captured
+//     graph use the bucket's maximum (e.g. max_model_len).
+//   workspace: device scratch of workspace_bytes (see above), fp32 partials; not read across calls.
+template <typename T>
+void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+                            const int32_t* block_tables, const int32_t* token_seq,
+                            const int32_t* token_pos, T* out, int tokens, int heads, float scale,
+                            int window, const PagedKvLayout& layout, int max_context,
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+// Prefill (flash-attention 2 on tensor cores, mma.sync m16n8k16): tiles of 64 queries x 64 keys,
+// online softmax, causal + sliding window per query row, K/V gathered from the paged cache.
+// The batch is a list of num_seqs chunks: chunk i = batch tokens [cu_q[i], cu_q[i+1]), all of one
+// sequence (token_seq of those tokens equal), positions token_pos (normally consecutive: a chunk
+// at [start, start + n) attends to every cached position <= its own, so chunked prefill works).
+//   cu_q: [num_seqs + 1] int32, device. max_q_len >= max chunk length (shapes the grid only).
+//   q: [tokens, q_stride], out: [tokens, heads * head_dim]. Decode tokens may be passed as
+//   chunks of length 1 (correct but wasteful: use paged_attention_decode for those).
+template <typename T>
+void paged_attention_prefill(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+                             const int32_t* block_tables, const int32_t* token_seq,
+                             const int32_t* token_pos, const int32_t* cu_q, int num_seqs,
+                             int max_q_len, T* out, int heads, float scale, int window,
+                             const PagedKvLayout& layout, cudaStream_t stream);
+
+}  // namespace lmx::kernels::cuda

@@ -1,0 +1,250 @@
+// CUDA paged attention (decode split-K and prefill flash-attention) vs the CPU reference
+// kernels::cpu::paged_attention, on one ragged batch of sequences of lengths 1, 7, 83, 1000 and
+// 4100 with scrambled block tables, at several head layouts (MHA 32/32, GQA 32/8, 16/4, 12/2,
+// MQA 8/1, 32/1), head_dim 64/80/96/128, window 0, 4096 and 7, in fp16 and bf16.
+// Inputs are rounded to the dtype first, so the reference sees exactly what the GPU sees.
+// Tolerances (relative L2 over the whole output): fp16 3e-3, bf16 1e-2. Output rounding alone is
+// ~3e-4 / 2.3e-3 rms relative (half an ulp of 11 / 8 bits, uniform); the prefill kernel also
+// rounds P (in [0, 1]) to the dtype before the PV product, adding about as much again.
+// Outputs are poisoned with NaN first: every element must be written.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/attention.h"
+
+namespace lmx {
+namespace {
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU()                                                                       \
+  if (!have_gpu())                                                                          \
+  GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
+
+template <typename T> struct Tol;
+template <> struct Tol<__half> { static constexpr double value = 3e-3; };
+template <> struct Tol<__nv_bfloat16> { static constexpr double value = 1e-2; };
+
+struct Shape {
+  int heads, kv_heads, head_dim, window;
+};
+
+std::string name(const Shape& s) {
+  return std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " heads, d" +
+         std::to_string(s.head_dim) + ", window " + std::to_string(s.window);
+}
+
+template <typename T>
+struct DeviceBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DeviceBuf(size_t count) : n(count) {
+    if (cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) p = nullptr;
+  }
+  ~DeviceBuf() { cudaFree(p); }
+  DeviceBuf(const DeviceBuf&) = delete;
+  DeviceBuf& operator=(const DeviceBuf&) = delete;
+};
+
+template <typename T>
+std::vector<T> to_dtype(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = T(v[i]);
+  return out;
+}
+
+// One ragged batch over a shared paged cache.
+struct Scenario {
+  static constexpr int kBlockSize = 16;
+  std::vector<int> lens{1, 7, 83, 1000, 4100};
+  kernels::PagedKvLayout layout{};
+  int num_blocks = 0;
+  std::vector<int32_t> tables;     // [seqs, max_blocks], unused entries -1
+  std::vector<float> k_cache, v_cache;  // rounded to T
+
+  template <typename T>
+  void build(const Shape& s, std::mt19937& rng) {
+    int max_blocks = 0;
+    for (int len : lens) {
+      max_blocks = std::max(max_blocks, (len + kBlockSize - 1) / kBlockSize);
+      num_blocks += (len + kBlockSize - 1) / kBlockSize;
+    }
+    num_blocks += 37;  // unused blocks in between
+    layout = {kBlockSize, s.kv_heads, s.head_dim, max_blocks + 3};
+    std::vector<int32_t> perm(num_blocks);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);  // scrambled block tables
+    tables.assign(lens.size() * layout.max_blocks_per_seq, -1);
+    size_t next = 0;
+    for (size_t i = 0; i < lens.size(); ++i)
+      for (int b = 0; b < (lens[i] + kBlockSize - 1) / kBlockSize; ++b)
+        tables[i * layout.max_blocks_per_seq + b] = perm[next++];
+    const size_t n = size_t(num_blocks) * kBlockSize * s.kv_heads * s.head_dim;
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    k_cache.resize(n);
+    v_cache.resize(n);
+    for (size_t i = 0; i < n; ++i) k_cache[i] = float(T(u(rng)));
+    for (size_t i = 0; i < n; ++i) v_cache[i] = float(T(u(rng)));
+  }
+};
+
+// Batch: tokens (seq, pos); chunks cu_q when it is a list of per-sequence chunks.
+struct Batch {
+  std::vector<int32_t> seq, pos, cu_q;
+  int max_q_len = 0;
+  void add_chunk(int s, int begin, int end) {
+    if (cu_q.empty()) cu_q.push_back(0);
+    for (int p = begin; p < end; ++p) {
+      seq.push_back(s);
+      pos.push_back(p);
+    }
+    cu_q.push_back(int32_t(seq.size()));
+    max_q_len = std::max(max_q_len, end - begin);
+  }
+  int tokens() const { return int(seq.size()); }
+};
+
+enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill };
+
+template <typename T>
+void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Scenario sc;
+  sc.build<T>(s, rng);
+  const int tokens = batch.tokens(), D = s.head_dim;
+  const int q_stride = (s.heads + 2 * s.kv_heads) * D;  // as in a fused qkv projection
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(size_t(tokens) * q_stride);
+  for (float& v : q) v = float(T(nd(rng)));
+  const float scale = 1.0f / std::sqrt(float(D));
+
+  std::vector<float> ref(size_t(tokens) * s.heads * D);
+  kernels::cpu::paged_attention(q.data(), q_stride, sc.k_cache.data(), sc.v_cache.data(),
+                                sc.tables.data(), batch.seq.data(), batch.pos.data(), ref.data(),
+                                tokens, s.heads, scale, s.window, sc.layout);
+
+  const std::vector<T> hq = to_dtype<T>(q), hk = to_dtype<T>(sc.k_cache),
+                       hv = to_dtype<T>(sc.v_cache);
+  DeviceBuf<T> dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ref.size());
+  DeviceBuf<int32_t> dtab(sc.tables.size()), dseq(tokens), dpos(tokens),
+      dcu(std::max<size_t>(batch.cu_q.size(), 1));
+  ASSERT_TRUE(dq.p && dk.p && dv.p && dout.p && dtab.p && dseq.p && dpos.p && dcu.p);
+  CUDA_OK(cudaMemcpy(dq.p, hq.data(), hq.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dk.p, hk.data(), hk.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dv.p, hv.data(), hv.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dtab.p, sc.tables.data(), sc.tables.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dseq.p, batch.seq.data(), tokens * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dpos.p, batch.pos.data(), tokens * 4, cudaMemcpyHostToDevice));
+  if (!batch.cu_q.empty())
+    CUDA_OK(cudaMemcpy(dcu.p, batch.cu_q.data(), batch.cu_q.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dout.p, 0xff, ref.size() * sizeof(T)));  // poison: NaN in every dtype
+
+  const int max_len = *std::max_element(sc.lens.begin(), sc.lens.end());
+  if (kernel == Kernel::kPrefill) {
+    kernels::cuda::paged_attention_prefill<T>(
+        dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p, dcu.p, int(batch.cu_q.size()) - 1,
+        batch.max_q_len, dout.p, s.heads, scale, s.window, sc.layout, nullptr);
+  } else {
+    const int max_context = kernel == Kernel::kDecode ? max_len : 1000;  // understated
+    const size_t ws_bytes = kernels::cuda::paged_attention_decode_workspace_bytes(
+        tokens, s.heads, s.kv_heads, D, max_context);
+    DeviceBuf<unsigned char> ws(ws_bytes);
+    ASSERT_TRUE(ws.p);
+    CUDA_OK(cudaMemset(ws.p, 0xff, ws_bytes));
+    kernels::cuda::paged_attention_decode<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
+                                             dout.p, tokens, s.heads, scale, s.window, sc.layout,
+                                             max_context, ws.p, ws_bytes, nullptr);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+  }
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<T> hout(ref.size());
+  CUDA_OK(cudaMemcpy(hout.data(), dout.p, hout.size() * sizeof(T), cudaMemcpyDeviceToHost));
+
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double o = float(hout[i]);
+    ASSERT_TRUE(std::isfinite(o)) << name(s) << ": element " << i << " (token "
+                                  << i / (size_t(s.heads) * D) << ") not written";
+    num += (o - ref[i]) * (o - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  const double err = std::sqrt(num / den);
+  EXPECT_LT(err, Tol<T>::value) << name(s);
+  std::printf("  %-36s tokens %4d  rel L2 %.2e\n", name(s).c_str(), tokens, err);
+}
+
+const Shape kShapes[] = {
+    {32, 32, 128, 0}, {32, 8, 128, 4096}, {8, 1, 64, 7},  {32, 8, 64, 0},  {8, 1, 128, 0},
+    {32, 32, 64, 7},  {16, 4, 80, 0},     {12, 2, 96, 7}, {32, 1, 128, 4096},
+};
+
+// Decode: the last token of every sequence, plus three more tokens of the 83-long sequence.
+Batch decode_batch() {
+  Batch b;
+  const int lens[] = {1, 7, 83, 1000, 4100};
+  for (int i = 0; i < 5; ++i) b.add_chunk(i, lens[i] - 1, lens[i]);
+  b.add_chunk(2, 60, 63);
+  return b;
+}
+
+// Prefill: whole short prompts and chunks with cached context before them.
+Batch prefill_batch() {
+  Batch b;
+  b.add_chunk(0, 0, 1);
+  b.add_chunk(1, 0, 7);
+  b.add_chunk(2, 0, 83);
+  b.add_chunk(3, 830, 1000);
+  b.add_chunk(4, 4100 - 77, 4100);
+  return b;
+}
+
+template <typename T>
+class PagedAttentionCuda : public ::testing::Test {};
+using Types = ::testing::Types<__half, __nv_bfloat16>;
+TYPED_TEST_SUITE(PagedAttentionCuda, Types);
+
+TYPED_TEST(PagedAttentionCuda, DecodeMatchesCpu) {
+  REQUIRE_GPU();
+  uint32_t seed = 1;
+  for (const Shape& s : kShapes) check<TypeParam>(s, decode_batch(), Kernel::kDecode, seed++);
+}
+
+TYPED_TEST(PagedAttentionCuda, DecodeWithUnderstatedMaxContext) {
+  REQUIRE_GPU();
+  check<TypeParam>({32, 8, 128, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, 7);
+  check<TypeParam>({8, 1, 64, 4096}, decode_batch(), Kernel::kDecodeShortMaxContext, 8);
+}
+
+TYPED_TEST(PagedAttentionCuda, DecodeKernelOnPrefillChunks) {
+  REQUIRE_GPU();
+  check<TypeParam>({32, 8, 128, 0}, prefill_batch(), Kernel::kDecode, 11);
+  check<TypeParam>({8, 1, 64, 7}, prefill_batch(), Kernel::kDecode, 12);
+}
+
+TYPED_TEST(PagedAttentionCuda, PrefillMatchesCpu) {
+  REQUIRE_GPU();
+  uint32_t seed = 100;
+  for (const Shape& s : kShapes) check<TypeParam>(s, prefill_batch(), Kernel::kPrefill, seed++);
+}
+
+}  // namespace
+}  // namespace lmx
