@@ -33,3 +33,21 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* o
 }
 
 }  // namespace lmx::kernels::cpu
+
+namespace lmx::kernels::cpu {
+
+void add_rms_norm(float* residual, const float* x, const float* weight, float* out, int rows,
+                  int cols, float eps) {
+  if (x)
+    for (size_t i = 0; i < size_t(rows) * cols; ++i) residual[i] += x[i];
+  rms_norm(residual, weight, out, rows, cols, eps);
+}
+
+void add_layer_norm(float* residual, const float* x, const float* weight, const float* bias,
+                    float* out, int rows, int cols, float eps) {
+  if (x)
+    for (size_t i = 0; i < size_t(rows) * cols; ++i) residual[i] += x[i];
+  layer_norm(residual, weight, bias, out, rows, cols, eps);
+}
+
+}  // namespace lmx::kernels::cpu

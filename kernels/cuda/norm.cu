@@ -1,41 +1,150 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+#include "kernels/cuda/common.cuh"
 #include "kernels/norm.h"
 
 namespace lmx::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+using namespace detail;
 
-__device__ float block_sum(float v) {
-  __shared__ float warp_sums[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  v = threadIdx.x < kThreads / 32 ? warp_sums[threadIdx.x] : 0.0f;
-  if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __shared__ float total;
-  if (threadIdx.x == 0) total = v;
-  __syncthreads();
-  return total;
+// One block per row of [rows, cols]. Each thread owns up to VPT packs of N elements (pack i of the
+// row for i = threadIdx.x + k * blockDim.x), kept in registers between the reduction and the
+// output, so the row is read once and written once (+ the residual write).
+// LAYER: layer norm (mean, then variance from the registers: two-pass, no cancellation).
+template <typename T, int N, int VPT, bool LAYER>
+__global__ void __launch_bounds__(1024)
+    add_norm_kernel(const T* in, T* residual_out,
+                    const T* x, const T* __restrict__ weight,
+                    const T* __restrict__ bias, T* out, int cols, float eps) {
+  __shared__ float scratch[33];
+  const size_t row = blockIdx.x;
+  const int packs = cols / N;
+  const T* in_row = in + row * cols;
+  float v[VPT][N];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < packs) {
+      Pack<T, N> a = load<T, N>(in_row, i);
+      if (x) {
+        const Pack<T, N> b = load<T, N>(x + row * cols, i);
+#pragma unroll
+        for (int j = 0; j < N; ++j) a.v[j] = from_f<T>(to_f(a.v[j]) + to_f(b.v[j]));
+        store<T, N>(residual_out + row * cols, i, a);
+      }
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        v[k][j] = to_f(a.v[j]);
+        sum += LAYER ? v[k][j] : v[k][j] * v[k][j];
+      }
+    }
+  }
+  float mean = 0.0f, inv;
+  if (LAYER) {
+    mean = block_sum(sum, scratch) / float(cols);
+    float var = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k)
+      if (threadIdx.x + k * blockDim.x < packs)
+#pragma unroll
+        for (int j = 0; j < N; ++j) var += (v[k][j] - mean) * (v[k][j] - mean);
+    inv = rsqrtf(block_sum(var, scratch) / float(cols) + eps);
+  } else {
+    inv = rsqrtf(block_sum(sum, scratch) / float(cols) + eps);
+  }
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < packs) {
+      const Pack<T, N> w = load<T, N>(weight, i);
+      Pack<T, N> o;
+      if (LAYER) {
+        const Pack<T, N> b = load<T, N>(bias, i);
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          o.v[j] = from_f<T>((v[k][j] - mean) * inv * to_f(w.v[j]) + to_f(b.v[j]));
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) o.v[j] = from_f<T>(to_f(w.v[j]) * (v[k][j] * inv));
+      }
+      store<T, N>(out + row * cols, i, o);
+    }
+  }
 }
 
-// One block per row: [rows, cols] -> [rows, cols].
-template <typename T>
-__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ weight,
-                                T* __restrict__ out, int cols, float eps) {
+// Rows too long for the register cache: three passes over the row (the re-reads hit L2).
+template <typename T, bool LAYER>
+__global__ void add_norm_long_kernel(const T* in, T* residual_out,
+                                     const T* x, const T* __restrict__ weight,
+                                     const T* __restrict__ bias, T* out, int cols,
+                                     float eps) {
+  __shared__ float scratch[33];
   const size_t row = size_t(blockIdx.x) * cols;
+  const T* src = x ? residual_out : in;  // after the add, read the updated residual
   float sum = 0.0f;
-  for (int c = threadIdx.x; c < cols; c += kThreads) {
-    const float v = float(x[row + c]);
-    sum += v * v;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    float a = to_f(in[row + c]);
+    if (x) {
+      const T r = from_f<T>(a + to_f(x[row + c]));
+      residual_out[row + c] = r;
+      a = to_f(r);
+    }
+    sum += LAYER ? a : a * a;
   }
-  const float inv = rsqrtf(block_sum(sum) / float(cols) + eps);
-  for (int c = threadIdx.x; c < cols; c += kThreads)
-    out[row + c] = T(float(weight[c]) * (float(x[row + c]) * inv));
+  float mean = 0.0f, inv;
+  if (LAYER) {
+    mean = block_sum(sum, scratch) / float(cols);
+    float var = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float a = to_f(src[row + c]) - mean;
+      var += a * a;
+    }
+    inv = rsqrtf(block_sum(var, scratch) / float(cols) + eps);
+  } else {
+    inv = rsqrtf(block_sum(sum, scratch) / float(cols) + eps);
+  }
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float a = to_f(src[row + c]);
+    out[row + c] = LAYER ? from_f<T>((a - mean) * inv * to_f(weight[c]) + to_f(bias[c]))
+                         : from_f<T>(to_f(weight[c]) * (a * inv));
+  }
+}
+
+template <typename T, int N, bool LAYER>
+bool launch_cached(const T* in, T* residual, const T* x, const T* weight, const T* bias, T* out,
+                   int rows, int cols, float eps, cudaStream_t stream) {
+  const int packs = cols / N;
+  // Fewest packs per thread (kept in registers: at most 4 packs = 32 floats) within 1024 threads.
+  auto threads_for = [&](int vpt) { return ((packs + vpt - 1) / vpt + 31) / 32 * 32; };
+  if (packs <= 512) {
+    add_norm_kernel<T, N, 1, LAYER>
+        <<<rows, threads_for(1), 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
+  } else if (packs <= 1024) {
+    add_norm_kernel<T, N, 2, LAYER>
+        <<<rows, threads_for(2), 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
+  } else if (packs <= 4096) {
+    add_norm_kernel<T, N, 4, LAYER>
+        <<<rows, threads_for(4), 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+template <typename T, bool LAYER>
+void launch(const T* in, T* residual, const T* x, const T* weight, const T* bias, T* out, int rows,
+            int cols, float eps, cudaStream_t stream) {
+  if (rows == 0) return;
+  constexpr int V = kVec<T>;
+  if (vec_ok(cols, sizeof(T), {in, residual, x, weight, bias, out})) {
+    if (launch_cached<T, V, LAYER>(in, residual, x, weight, bias, out, rows, cols, eps, stream))
+      return;
+  } else if (launch_cached<T, 1, LAYER>(in, residual, x, weight, bias, out, rows, cols, eps,
+                                        stream)) {
+    return;
+  }
+  add_norm_long_kernel<T, LAYER>
+      <<<rows, 1024, 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
 }
 
 }  // namespace
@@ -43,13 +152,36 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w
 template <typename T>
 void rms_norm(const T* x, const T* weight, T* out, int rows, int cols, float eps,
               cudaStream_t stream) {
-  if (rows == 0) return;
-  rms_norm_kernel<T><<<rows, kThreads, 0, stream>>>(x, weight, out, cols, eps);
+  launch<T, false>(x, nullptr, nullptr, weight, nullptr, out, rows, cols, eps, stream);
 }
 
-template void rms_norm<float>(const float*, const float*, float*, int, int, float, cudaStream_t);
-template void rms_norm<__half>(const __half*, const __half*, __half*, int, int, float, cudaStream_t);
-template void rms_norm<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
-                                      int, int, float, cudaStream_t);
+template <typename T>
+void layer_norm(const T* x, const T* weight, const T* bias, T* out, int rows, int cols, float eps,
+                cudaStream_t stream) {
+  launch<T, true>(x, nullptr, nullptr, weight, bias, out, rows, cols, eps, stream);
+}
+
+template <typename T>
+void add_rms_norm(T* residual, const T* x, const T* weight, T* out, int rows, int cols, float eps,
+                  cudaStream_t stream) {
+  launch<T, false>(residual, residual, x, weight, nullptr, out, rows, cols, eps, stream);
+}
+
+template <typename T>
+void add_layer_norm(T* residual, const T* x, const T* weight, const T* bias, T* out, int rows,
+                    int cols, float eps, cudaStream_t stream) {
+  launch<T, true>(residual, residual, x, weight, bias, out, rows, cols, eps, stream);
+}
+
+#define LMX_INSTANTIATE(T)                                                                      \
+  template void rms_norm<T>(const T*, const T*, T*, int, int, float, cudaStream_t);             \
+  template void layer_norm<T>(const T*, const T*, const T*, T*, int, int, float, cudaStream_t); \
+  template void add_rms_norm<T>(T*, const T*, const T*, T*, int, int, float, cudaStream_t);     \
+  template void add_layer_norm<T>(T*, const T*, const T*, const T*, T*, int, int, float,        \
+                                  cudaStream_t);
+LMX_INSTANTIATE(float)
+LMX_INSTANTIATE(__half)
+LMX_INSTANTIATE(__nv_bfloat16)
+#undef LMX_INSTANTIATE
 
 }  // namespace lmx::kernels::cuda
