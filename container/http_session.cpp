@@ -195,8 +195,13 @@ void HttpSession::watch_socket() {
         beast::error_code peek_ec;
         std::size_t n = 0;
         if (!ec) {
+          // Non-blocking: a spurious readiness must not block this connection's strand.
+          self->stream_.socket().non_blocking(true, peek_ec);
           n = self->stream_.socket().receive(net::buffer(&c, 1), tcp::socket::message_peek,
                                              peek_ec);
+          if (peek_ec == net::error::would_block || peek_ec == net::error::try_again) {
+            return self->watch_socket();  // nothing there after all: keep watching
+          }
         }
         if (ec || peek_ec || n == 0) self->mark_gone();
       });

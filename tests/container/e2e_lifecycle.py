@@ -1,0 +1,93 @@
+"""A client that disconnects mid-stream cancels its generation; SIGTERM drains in-flight
+requests (they finish completely) and the server exits 0."""
+import http.client
+import json
+import signal
+import socket
+import threading
+import time
+
+from harness import Checks, Server, args_from_argv, http as http_call
+
+
+def metric(url, name):
+    _, _, body = http_call("GET", url + "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.split()[-1])
+    return None
+
+
+def stream_request(tokens):
+    body = json.dumps({"inputs": "Once upon a time", "stream": True,
+                       "parameters": {"max_new_tokens": tokens, "ignore_eos": True}})
+    return (f"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n{body}").encode()
+
+
+def main():
+    a = args_from_argv()
+    c = Checks("e2e_lifecycle")
+    with Server(a.server, a.plugin, a.model_dir) as s:
+        # 1. Disconnect after the first streamed token.
+        sock = socket.create_connection(("127.0.0.1", s.port))
+        sock.sendall(stream_request(400))
+        got = b""
+        while b'"token"' not in got:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        c.check(b"200 OK" in got, f"stream started: {got[:100]!r}")
+        sock.close()
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if (metric(s.url, "lmx_cancelled_total") or 0) >= 1 and \
+                    metric(s.url, "lmx_running_requests") == 0:
+                break
+            time.sleep(0.05)
+        c.check((metric(s.url, "lmx_cancelled_total") or 0) >= 1, "disconnect counted as cancel")
+        c.check(metric(s.url, "lmx_running_requests") == 0, "engine no longer runs it")
+        status, _, _ = http_call("GET", s.url + "/ping")
+        c.check(status == 200, "healthy after the disconnect")
+
+        # 2. SIGTERM while a stream is in flight: it completes, then the server exits 0.
+        result = {}
+
+        def client():
+            hc = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+            body = json.dumps({"inputs": "Once upon a time", "stream": True,
+                               "parameters": {"max_new_tokens": 80, "ignore_eos": True}})
+            hc.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+            r = hc.getresponse()
+            first = r.readline()
+            result["first"] = first
+            started.set()
+            rest = r.read()
+            lines = [json.loads(x) for x in (first + rest).decode().splitlines() if x]
+            result["status"] = r.status
+            result["last"] = lines[-1]
+
+        started = threading.Event()
+        t = threading.Thread(target=client)
+        t.start()
+        c.check(started.wait(30), "drain stream started")
+        s.proc.send_signal(signal.SIGTERM)
+        t.join(120)
+        last = result.get("last", {})
+        c.check(result.get("status") == 200 and
+                last.get("details", {}).get("finish_reason") == "length" and
+                last.get("details", {}).get("generated_tokens") == 80,
+                f"in-flight stream completed during drain: {str(last)[:300]}")
+        rc = s.proc.wait(timeout=60)
+        c.check(rc == 0, f"exit code after SIGTERM {rc}")
+        try:
+            socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
+            c.check(False, "still accepting after exit")
+        except OSError:
+            pass
+    c.done()
+
+
+if __name__ == "__main__":
+    main()
