@@ -106,17 +106,38 @@ __device__ uint32_t radix_select(ZOf z_of, int V, uint32_t floor_key, float zmax
     const uint32_t mask = shift == 24 ? 0u : (0xFFFFFFFFu << (shift + 8));
     for (int b = threadIdx.x; b < 256; b += kThreads) sh.hist[b] = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < V; i += kThreads) {
-      const float z = z_of(i);
-      const uint32_t k = key_of(z);
-      if (k < floor_key || (k & mask) != prefix) continue;
-      atomicAdd(&sh.hist[(k >> shift) & 255u], WEIGHTED ? weight_of(z, zmax) : 1ull);
+    // Logits cluster in a few bins (same exponent), so 1024 threads adding to one shared counter
+    // serialize: combine the lanes of a warp that hit the same bin first, one atomic per bin per
+    // warp. Every thread runs the same number of iterations (full-warp shuffles).
+    const int lane = threadIdx.x % 32;
+    for (int i0 = 0; i0 < V; i0 += kThreads) {
+      const int i = i0 + threadIdx.x;
+      int bin = 256;  // none
+      unsigned long long w = 0;
+      if (i < V) {
+        const float z = z_of(i);
+        const uint32_t k = key_of(z);
+        if (k >= floor_key && (k & mask) == prefix) {
+          bin = int((k >> shift) & 255u);
+          w = WEIGHTED ? weight_of(z, zmax) : 1ull;
+        }
+      }
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      unsigned long long sum = 0;
+      if (WEIGHTED) {
+        for (int src = 0; src < 32; ++src) {
+          const unsigned long long ws = __shfl_sync(0xffffffffu, w, src);
+          if (peers >> src & 1u) sum += ws;
+        }
+      } else {
+        sum = __popc(peers);
+      }
+      if (bin < 256 && lane == __ffs(peers) - 1) atomicAdd(&sh.hist[bin], sum);
     }
     __syncthreads();
     if (threadIdx.x < 32) {
       // Lane l owns bins 255 - 8l .. 248 - 8l (descending); find the bin where the cumulative
       // weight from the top first reaches `need`.
-      const int lane = threadIdx.x;
       unsigned long long mine = 0;
       for (int j = 0; j < 8; ++j) mine += sh.hist[255 - 8 * lane - j];
       unsigned long long incl = mine;  // inclusive scan over lanes
