@@ -49,7 +49,7 @@ class CpuBackend final : public Backend {
     position_embed_ = load(w.position_embed);
     final_norm_w_ = load(w.final_norm_weight);
     final_norm_b_ = load(w.final_norm_bias);
-    tied_head_ = w.lm_head.parts == w.embed.parts;
+    tied_head_ = w.lm_head_tied;
     if (!tied_head_) lm_head_ = load(w.lm_head);
     for (const LayerWeightRefs& L : w.layers) {
       layers_.push_back(CpuLayer{load(L.attn_norm_weight), load(L.attn_norm_bias),

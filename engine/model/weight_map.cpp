@@ -104,9 +104,10 @@ ModelWeightRefs resolve_weights(const Checkpoint& ckpt, const DecoderDesc& d,
     w.position_embed = r.matrix({names.position_embed}, {d.max_position_embeddings}, H, false);
   w.final_norm_weight = r.vector(names.final_norm_weight, H);
   if (layer_norm) w.final_norm_bias = r.vector(names.final_norm_bias, H);
-  if (d.tie_word_embeddings && !r.lookup(names.lm_head))
+  if (d.tie_word_embeddings && !r.lookup(names.lm_head)) {
     w.lm_head = w.embed;
-  else
+    w.lm_head_tied = true;
+  } else
     w.lm_head = r.matrix({names.lm_head}, {V}, H, false);
 
   const std::vector<int64_t> qkv_split = {d.q_size(), d.kv_size(), d.kv_size()};
@@ -142,6 +143,41 @@ ModelWeightRefs resolve_weights(const Checkpoint& ckpt, const DecoderDesc& d,
       L.down_bias = r.vector(name(names.down_bias), H);
     }
     if (L.up_weight.shape[0] != up_rows) throw_error("internal: MLP rows mismatch");
+    w.layers.push_back(std::move(L));
+  }
+  return w;
+}
+
+ModelWeightRefs describe_weights(const DecoderDesc& d) {
+  const int64_t H = d.hidden_size, V = d.vocab_size, I = d.intermediate_size;
+  const bool layer_norm = d.norm == NormKind::LayerNorm;
+  auto shaped = [](std::vector<int64_t> shape) {
+    WeightRef r;
+    r.shape = std::move(shape);
+    return r;
+  };
+  ModelWeightRefs w;
+  w.embed = shaped({V, H});
+  if (d.positions == PositionKind::LearnedAbsolute) w.position_embed = shaped({d.max_position_embeddings, H});
+  w.final_norm_weight = shaped({H});
+  if (layer_norm) w.final_norm_bias = shaped({H});
+  w.lm_head_tied = d.tie_word_embeddings;
+  w.lm_head = shaped({V, H});
+  for (int l = 0; l < d.num_layers; ++l) {
+    LayerWeightRefs L;
+    L.attn_norm_weight = L.mlp_norm_weight = shaped({H});
+    if (layer_norm) L.attn_norm_bias = L.mlp_norm_bias = shaped({H});
+    L.qkv_weight = shaped({d.qkv_size(), H});
+    if (d.qkv_bias) L.qkv_bias = shaped({d.qkv_size()});
+    L.o_weight = shaped({H, d.q_size()});
+    if (d.o_bias) L.o_bias = shaped({H});
+    const int64_t up_rows = d.mlp == MlpKind::Gated ? 2 * I : I;
+    L.up_weight = shaped({up_rows, H});
+    L.down_weight = shaped({H, I});
+    if (d.mlp_bias) {
+      L.up_bias = shaped({up_rows});
+      L.down_bias = shaped({H});
+    }
     w.layers.push_back(std::move(L));
   }
   return w;

@@ -20,7 +20,7 @@ struct WeightRef {
   bool transposed = false;
   std::vector<int64_t> shape;  // canonical shape of the whole
 
-  bool present() const { return !parts.empty(); }
+  bool present() const { return !shape.empty(); }  // false: the model has no such weight
   int64_t numel() const;
 };
 
@@ -39,8 +39,14 @@ struct ModelWeightRefs {
   WeightRef position_embed;  // [max_positions, hidden], learned positions only
   WeightRef final_norm_weight, final_norm_bias;  // [hidden]
   WeightRef lm_head;         // [vocab, hidden]; the embedding itself when tied
+  bool lm_head_tied = false;
   std::vector<LayerWeightRefs> layers;
 };
+
+// The logical weights a DecoderDesc implies, with canonical shapes and no checkpoint parts: what
+// resolve_weights returns minus the data. Backends that make weights without a checkpoint
+// (random-weight benchmarks) allocate from this.
+ModelWeightRefs describe_weights(const DecoderDesc& desc);
 
 ModelWeightRefs resolve_weights(const Checkpoint& checkpoint, const DecoderDesc& desc,
                                 const TensorNames& names);

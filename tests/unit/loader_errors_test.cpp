@@ -246,3 +246,39 @@ TEST_F(LoaderTest, ShardIndexRejectsPathEscape) {
 
 }  // namespace
 }  // namespace lmx
+
+namespace lmx {
+namespace {
+
+// describe_weights (used to allocate random-weight models) must agree with what loading a real
+// checkpoint resolves, for every parity fixture.
+TEST(DescribeWeights, MatchesResolvedShapesOfEveryFixture) {
+  namespace fs = std::filesystem;
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(LMX_FIXTURES_DIR) / "parity")) {
+    if (!fs::exists(e.path() / "config.json")) continue;
+    const LoadedModel m = load_model(e.path());
+    const ModelWeightRefs d = describe_weights(m.desc);
+    auto same = [&](const WeightRef& a, const WeightRef& b) {
+      EXPECT_EQ(a.shape, b.shape) << e.path() << " " << a.name;
+    };
+    same(m.weights.embed, d.embed);
+    same(m.weights.position_embed, d.position_embed);
+    same(m.weights.final_norm_bias, d.final_norm_bias);
+    same(m.weights.lm_head, d.lm_head);
+    for (size_t l = 0; l < d.layers.size(); ++l) {
+      const auto &a = m.weights.layers[l], &b = d.layers[l];
+      for (auto [x, y] : {std::pair{&a.qkv_weight, &b.qkv_weight}, {&a.qkv_bias, &b.qkv_bias},
+                          {&a.o_weight, &b.o_weight}, {&a.o_bias, &b.o_bias},
+                          {&a.up_weight, &b.up_weight}, {&a.up_bias, &b.up_bias},
+                          {&a.down_weight, &b.down_weight}, {&a.down_bias, &b.down_bias},
+                          {&a.attn_norm_bias, &b.attn_norm_bias}})
+        same(*x, *y);
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 8);
+}
+
+}  // namespace
+}  // namespace lmx
