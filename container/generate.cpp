@@ -27,7 +27,8 @@ bool check_ready(HttpSession& s) {
     return false;
   }
   if (m.state() != ModelState::Ready) {
-    json body = json::parse(error_body(503, std::string("model is ") + model_state_name(m.state())));
+    json body =
+        json::parse(error_body(503, std::string("model is ") + model_state_name(m.state())));
     body["state"] = model_state_name(m.state());
     s.respond(503, dump_json(body));
     return false;
@@ -124,8 +125,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream,
-                bool event_stream) {
+void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream, bool event_stream) {
   HttpSession& s = *session;
   if (!check_ready(s)) return;
   LmiShape shape;
@@ -137,8 +137,8 @@ void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream,
   }
   bool stream = shape.stream || force_stream;
   if (force_stream && shape.batched) {
-    return s.respond(400, error_body(400, "inputs: streaming takes one string, not a list",
-                                     "inputs"));
+    return s.respond(400,
+                     error_body(400, "inputs: streaming takes one string, not a list", "inputs"));
   }
   shape.body.erase("stream");
   std::string request_json = dump_json(shape.body);
@@ -198,9 +198,9 @@ void handle_openai(const std::shared_ptr<HttpSession>& session) {
   }
   const std::string& name = s.ctx().model->name();
   if (!req.model.empty() && req.model != name) {
-    return s.respond(404, error_body(404, "unknown model '" + req.model + "'; this server serves '" +
-                                              name + "'",
-                                     "model"));
+    return s.respond(
+        404, error_body(404, "unknown model '" + req.model + "'; this server serves '" + name + "'",
+                        "model"));
   }
   std::string model = name;
   int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -208,63 +208,63 @@ void handle_openai(const std::shared_ptr<HttpSession>& session) {
                         .count();
   static std::atomic<uint64_t> counter{0};
   std::string id = "cmpl-lmx-" + std::to_string(created) + "-" + std::to_string(counter++);
-  json prompts = req.lmi["inputs"].is_array() ? req.lmi["inputs"] : json::array({req.lmi["inputs"]});
+  json prompts =
+      req.lmi["inputs"].is_array() ? req.lmi["inputs"] : json::array({req.lmi["inputs"]});
   bool echo = req.echo;
   if (req.lmi["inputs"].is_array()) {
     json lmi = req.lmi;
     lmi["parameters"]["details"] = true;
-    return predict_blocking(session, dump_json(lmi), [id, created, model, echo, prompts](const json& j) {
-      return dump_json(completion_response(id, created, model, j, echo, prompts));
-    });
+    return predict_blocking(
+        session, dump_json(lmi), [id, created, model, echo, prompts](const json& j) {
+          return dump_json(completion_response(id, created, model, j, echo, prompts));
+        });
   }
   json lmi = req.lmi;
   std::string request_json = dump_json(lmi);
   bool stream = req.stream;
   auto started = Clock::now();
   auto first = std::make_shared<bool>(true);
-  start_job(session, request_json,
-            [session, stream, id, created, model, echo, prompts, started, first](const json& chunk,
-                                                                                 bool final) {
-              HttpSession& hs = *session;
-              if (*first) {
-                *first = false;
-                hs.ctx().metrics.first_token(
-                    std::chrono::duration<double>(Clock::now() - started).count());
-                if (stream && !(final && finish_reason_of(chunk) == "error")) {
-                  hs.stream_begin(content_type_of(StreamFormat::OpenAiSse));
-                  if (echo) {
-                    hs.stream_write("data: " +
-                                    dump_json(completion_chunk(id, created, model,
-                                                               prompts[0].get<std::string>(),
-                                                               nullptr)) +
-                                    "\n\n");
-                  }
-                }
-              }
-              if (final) count_tokens(hs, chunk);
-              if (!stream || !hs.streaming()) {
-                if (!final) return;
-                if (respond_failed(hs, chunk)) return;
-                hs.respond(200, dump_json(completion_response(id, created, model,
-                                                              json::array({chunk}), echo, prompts)));
-                return;
-              }
-              json reason = final ? json(openai_finish_reason(finish_reason_of(chunk))) : json(nullptr);
-              json out = completion_chunk(id, created, model, chunk_text(chunk), reason);
-              if (final && chunk.contains("error")) out["error"] = chunk["error"];
-              if (final) {
-                json d = chunk.value("details", json::object());
-                int64_t p = d.value("prompt_tokens", 0), g = d.value("generated_tokens", 0);
-                out["usage"] = {{"prompt_tokens", p},
-                                {"completion_tokens", g},
-                                {"total_tokens", p + g}};
-              }
-              hs.stream_write("data: " + dump_json(out) + "\n\n");
-              if (final) {
-                hs.stream_write("data: [DONE]\n\n");
-                hs.stream_end();
-              }
-            });
+  start_job(
+      session, request_json,
+      [session, stream, id, created, model, echo, prompts, started, first](const json& chunk,
+                                                                           bool final) {
+        HttpSession& hs = *session;
+        if (*first) {
+          *first = false;
+          hs.ctx().metrics.first_token(
+              std::chrono::duration<double>(Clock::now() - started).count());
+          if (stream && !(final && finish_reason_of(chunk) == "error")) {
+            hs.stream_begin(content_type_of(StreamFormat::OpenAiSse));
+            if (echo) {
+              hs.stream_write("data: " +
+                              dump_json(completion_chunk(id, created, model,
+                                                         prompts[0].get<std::string>(), nullptr)) +
+                              "\n\n");
+            }
+          }
+        }
+        if (final) count_tokens(hs, chunk);
+        if (!stream || !hs.streaming()) {
+          if (!final) return;
+          if (respond_failed(hs, chunk)) return;
+          hs.respond(200, dump_json(completion_response(id, created, model, json::array({chunk}),
+                                                        echo, prompts)));
+          return;
+        }
+        json reason = final ? json(openai_finish_reason(finish_reason_of(chunk))) : json(nullptr);
+        json out = completion_chunk(id, created, model, chunk_text(chunk), reason);
+        if (final && chunk.contains("error")) out["error"] = chunk["error"];
+        if (final) {
+          json d = chunk.value("details", json::object());
+          int64_t p = d.value("prompt_tokens", 0), g = d.value("generated_tokens", 0);
+          out["usage"] = {{"prompt_tokens", p}, {"completion_tokens", g}, {"total_tokens", p + g}};
+        }
+        hs.stream_write("data: " + dump_json(out) + "\n\n");
+        if (final) {
+          hs.stream_write("data: [DONE]\n\n");
+          hs.stream_end();
+        }
+      });
 }
 
 }  // namespace lmx::server

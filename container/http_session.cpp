@@ -1,7 +1,7 @@
 #include "container/http_session.h"
 
-#include <boost/asio/dispatch.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/dispatch.hpp>
 
 #include "container/lmi_schema.h"
 #include "container/routes.h"
@@ -29,10 +29,9 @@ void HttpSession::do_read() {
   parser_->body_limit(ctx_.options.max_body_bytes);
   parser_->header_limit(64 * 1024);
   stream_.expires_after(std::chrono::seconds(ctx_.options.idle_timeout_s));
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                     self->on_read(ec, n);
-                   });
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t n) { self->on_read(ec, n); });
 }
 
 void HttpSession::on_read(beast::error_code ec, std::size_t) {
@@ -56,8 +55,9 @@ void HttpSession::on_read(beast::error_code ec, std::size_t) {
     keep_alive_ = false;
     endpoint_ = "invalid";
     if (ec == http::error::body_limit) {
-      respond(413, error_body(413, "request body exceeds " +
-                                       std::to_string(ctx_.options.max_body_bytes) + " bytes",
+      respond(413, error_body(413,
+                              "request body exceeds " +
+                                  std::to_string(ctx_.options.max_body_bytes) + " bytes",
                               "body"));
     } else {
       respond(400, error_body(400, "malformed HTTP request: " + ec.message()));
@@ -103,8 +103,8 @@ void HttpSession::respond(int status, std::string body, const std::string& conte
 
 void HttpSession::stream_begin(const std::string& content_type) {
   streaming_ = true;
-  stream_head_ = std::make_unique<http::response<http::empty_body>>(http::status::ok,
-                                                                     request_->version());
+  stream_head_ =
+      std::make_unique<http::response<http::empty_body>>(http::status::ok, request_->version());
   stream_head_->set(http::field::server, kServerName);
   stream_head_->set(http::field::content_type, content_type);
   stream_head_->set(http::field::cache_control, "no-cache");
@@ -188,23 +188,22 @@ void HttpSession::on_disconnect(std::function<void()> fn) { on_disconnect_ = std
 void HttpSession::watch_socket() {
   if (buffer_.size() > 0) return;  // pipelined bytes already read: cannot tell
   uint64_t seq = request_seq_;
-  stream_.socket().async_wait(
-      tcp::socket::wait_read, [self = shared_from_this(), seq](beast::error_code ec) {
-        if (seq != self->request_seq_ || !self->in_request_) return;
-        char c;
-        beast::error_code peek_ec;
-        std::size_t n = 0;
-        if (!ec) {
-          // Non-blocking: a spurious readiness must not block this connection's strand.
-          self->stream_.socket().non_blocking(true, peek_ec);
-          n = self->stream_.socket().receive(net::buffer(&c, 1), tcp::socket::message_peek,
-                                             peek_ec);
-          if (peek_ec == net::error::would_block || peek_ec == net::error::try_again) {
-            return self->watch_socket();  // nothing there after all: keep watching
-          }
-        }
-        if (ec || peek_ec || n == 0) self->mark_gone();
-      });
+  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(),
+                                                       seq](beast::error_code ec) {
+    if (seq != self->request_seq_ || !self->in_request_) return;
+    char c;
+    beast::error_code peek_ec;
+    std::size_t n = 0;
+    if (!ec) {
+      // Non-blocking: a spurious readiness must not block this connection's strand.
+      self->stream_.socket().non_blocking(true, peek_ec);
+      n = self->stream_.socket().receive(net::buffer(&c, 1), tcp::socket::message_peek, peek_ec);
+      if (peek_ec == net::error::would_block || peek_ec == net::error::try_again) {
+        return self->watch_socket();  // nothing there after all: keep watching
+      }
+    }
+    if (ec || peek_ec || n == 0) self->mark_gone();
+  });
 }
 
 void HttpSession::finish_request(int status) {

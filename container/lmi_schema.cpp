@@ -4,7 +4,9 @@ namespace lmx::server {
 
 using nlohmann::json;
 
-std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 LmiShape inspect_lmi_request(const std::string& body, const std::string& content_type) {
   LmiShape s;

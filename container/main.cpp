@@ -10,8 +10,8 @@
 #include <iostream>
 #include <string>
 
-#include <boost/asio/thread_pool.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/thread_pool.hpp>
 
 #include "container/server.h"
 
@@ -32,7 +32,8 @@ void usage(std::ostream& out) {
 std::string default_plugin() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  fs::path exe = n > 0 ? fs::path(std::string(buf, static_cast<size_t>(n))) : fs::path("lmx-server");
+  fs::path exe =
+      n > 0 ? fs::path(std::string(buf, static_cast<size_t>(n))) : fs::path("lmx-server");
   fs::path dir = exe.parent_path();
   for (const char* name : {"liblmx.so", "liblmx_plugin.so"}) {
     for (const fs::path& candidate : {dir / ".." / "lib" / name, dir / name}) {
@@ -100,8 +101,8 @@ int main(int argc, char** argv) {
   if (opt.plugin_path.empty()) opt.plugin_path = default_plugin();
   if (opt.model_name.empty()) {
     fs::path p = fs::path(opt.model_dir).lexically_normal();
-    opt.model_name = p.filename().empty() ? p.parent_path().filename().string()
-                                          : p.filename().string();
+    opt.model_name =
+        p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
     if (opt.model_name.empty()) opt.model_name = "model";
   }
 

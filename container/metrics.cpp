@@ -12,12 +12,11 @@ void Histogram::observe(double seconds) {
   sum_ += seconds;
 }
 
-void Histogram::render(std::string& out, const std::string& name,
-                       const std::string& labels) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
   std::string sep = labels.empty() ? "" : ",";
   for (size_t i = 0; i < kBounds.size(); ++i) {
-    out += fmt::format("{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep, kBounds[i],
-                       counts_[i]);
+    out +=
+        fmt::format("{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep, kBounds[i], counts_[i]);
   }
   out += fmt::format("{}_bucket{{{}{}le=\"+Inf\"}} {}\n", name, labels, sep, count_);
   std::string braces = labels.empty() ? "" : "{" + labels + "}";

@@ -16,7 +16,7 @@ namespace lmx::server {
 
 class Histogram {
  public:
-  static constexpr std::array<double, 12> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+  static constexpr std::array<double, 12> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25,
                                                      0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
   void observe(double seconds);
   void render(std::string& out, const std::string& name, const std::string& labels) const;

@@ -75,11 +75,11 @@ OpenAiRequest parse_openai_request(const std::string& body) {
       if (!v.is_boolean()) throw BadRequest("echo", "echo: must be true or false");
       r.echo = v.get<bool>();
     } else if (key == "logprobs") {
-      if (!(v.is_number_integer() && v.get<int64_t>() == 0) && !(v.is_boolean() && !v.get<bool>())) {
+      if (!(v.is_number_integer() && v.get<int64_t>() == 0) &&
+          !(v.is_boolean() && !v.get<bool>())) {
         throw BadRequest("logprobs", "logprobs: not supported (use 0 or null)");
       }
-    } else if (key == "user" || key == "suffix" || key == "logit_bias" ||
-               key == "stream_options") {
+    } else if (key == "user" || key == "suffix" || key == "logit_bias" || key == "stream_options") {
       // Accepted and ignored, as OpenAI-compatible servers commonly do.
     } else {
       throw BadRequest(key, key + ": unknown field");

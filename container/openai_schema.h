@@ -23,9 +23,9 @@ OpenAiRequest parse_openai_request(const std::string& body);
 std::string openai_finish_reason(const std::string& lmi_reason);
 
 // A text_completion object from the final chunks of each prompt.
-nlohmann::json completion_response(const std::string& id, int64_t created,
-                                   const std::string& model, const nlohmann::json& finals,
-                                   bool echo, const nlohmann::json& prompts);
+nlohmann::json completion_response(const std::string& id, int64_t created, const std::string& model,
+                                   const nlohmann::json& finals, bool echo,
+                                   const nlohmann::json& prompts);
 
 // One SSE chunk object of a streamed completion (finish_reason null until the last).
 nlohmann::json completion_chunk(const std::string& id, int64_t created, const std::string& model,

@@ -19,8 +19,8 @@ namespace {
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 void method_not_allowed(HttpSession& s, const char* allow) {
-  s.respond(405, error_body(405, std::string("method not allowed; use ") + allow), "application/json",
-            allow);
+  s.respond(405, error_body(405, std::string("method not allowed; use ") + allow),
+            "application/json", allow);
 }
 
 void ping(HttpSession& s) {
@@ -41,9 +41,11 @@ void ping(HttpSession& s) {
 void models(HttpSession& s) {
   s.set_endpoint("models");
   Model& m = *s.ctx().model;
-  s.respond(200, dump_json(json{{"models", json::array({json{{"modelName", m.name()},
-                                                             {"modelUrl", m.model_dir()},
-                                                             {"status", model_state_name(m.state())}}})}}));
+  s.respond(
+      200,
+      dump_json(json{{"models", json::array({json{{"modelName", m.name()},
+                                                  {"modelUrl", m.model_dir()},
+                                                  {"status", model_state_name(m.state())}}})}}));
 }
 
 void metrics(HttpSession& s) {
@@ -86,9 +88,10 @@ void route(const std::shared_ptr<HttpSession>& session) {
     s.set_endpoint("predictions");
     std::string name = path.substr(std::string_view("/predictions/").size());
     if (name != m.name()) {
-      return s.respond(404, error_body(404, "unknown model '" + name + "'; this server serves '" +
-                                                m.name() + "'",
-                                       "model"));
+      return s.respond(
+          404,
+          error_body(404, "unknown model '" + name + "'; this server serves '" + m.name() + "'",
+                     "model"));
     }
     if (!post) return method_not_allowed(s, "POST");
     return handle_lmi(session, false, false);

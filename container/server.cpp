@@ -4,12 +4,12 @@
 #include <thread>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <spdlog/spdlog.h>
 
 #include "container/http_session.h"
 
@@ -31,21 +31,21 @@ class Listener : public std::enable_shared_from_this<Listener> {
   }
   unsigned short port() const { return acceptor_.local_endpoint().port(); }
   void accept() {
-    acceptor_.async_accept(net::make_strand(ioc_),
-                           [self = shared_from_this()](boost::system::error_code ec,
-                                                       tcp::socket socket) {
-                             if (ec) {
-                               if (ec != net::error::operation_aborted) {
-                                 spdlog::warn("accept failed: {}", ec.message());
-                                 self->accept();
-                               }
-                               return;
-                             }
-                             boost::system::error_code ignored;
-                             socket.set_option(tcp::no_delay(true), ignored);
-                             std::make_shared<HttpSession>(std::move(socket), self->ctx_)->run();
-                             self->accept();
-                           });
+    acceptor_.async_accept(
+        net::make_strand(ioc_),
+        [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
+          if (ec) {
+            if (ec != net::error::operation_aborted) {
+              spdlog::warn("accept failed: {}", ec.message());
+              self->accept();
+            }
+            return;
+          }
+          boost::system::error_code ignored;
+          socket.set_option(tcp::no_delay(true), ignored);
+          std::make_shared<HttpSession>(std::move(socket), self->ctx_)->run();
+          self->accept();
+        });
   }
   void close() {
     net::post(acceptor_.get_executor(), [self = shared_from_this()] {
@@ -68,8 +68,8 @@ int serve(ServerContext& ctx) {
                     : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   net::io_context ioc(threads);
   auto addr = net::ip::make_address(ctx.options.host);
-  auto listener =
-      std::make_shared<Listener>(ioc, tcp::endpoint(addr, static_cast<unsigned short>(ctx.options.port)), ctx);
+  auto listener = std::make_shared<Listener>(
+      ioc, tcp::endpoint(addr, static_cast<unsigned short>(ctx.options.port)), ctx);
   spdlog::info("lmx-server listening on {}:{} (model {} from {})", ctx.options.host,
                listener->port(), ctx.model->name(), ctx.model->model_dir());
   listener->accept();

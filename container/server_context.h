@@ -18,7 +18,7 @@ struct ServerOptions {
   std::string model_name;  // default: the model directory's name
   std::string host = "0.0.0.0";
   int port = 8080;
-  std::string plugin_path;  // default: ../lib/liblmx.so next to the binary
+  std::string plugin_path;                       // default: ../lib/liblmx.so next to the binary
   std::size_t max_body_bytes = 6 * 1024 * 1024;  // SageMaker's invocation payload limit
   int threads = 0;                               // 0: hardware concurrency (at least 2)
   int drain_timeout_s = 60;

@@ -21,7 +21,8 @@ const char* content_type_of(StreamFormat f) {
 namespace {
 
 void put_u32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 void put_header(std::string& out, const std::string& name, const std::string& value) {
@@ -61,8 +62,8 @@ std::string aws_event_stream_payload(const std::string& payload) {
 StreamJob::StartResult StreamJob::start(const Model& model, boost::asio::any_io_executor executor,
                                         const std::string& request_json, OnChunk on_chunk) {
   StartResult r;
-  auto job = std::shared_ptr<StreamJob>(new StreamJob(model, std::move(executor),
-                                                      std::move(on_chunk)));
+  auto job =
+      std::shared_ptr<StreamJob>(new StreamJob(model, std::move(executor), std::move(on_chunk)));
   // Owned by the plugin until the final chunk.
   auto* holder = new std::shared_ptr<StreamJob>(job);
   uint64_t id = 0;

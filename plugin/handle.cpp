@@ -23,8 +23,8 @@ std::vector<properties::Override> parse_overrides(const char* overrides_json) {
     } else if (v.is_number() || v.is_boolean()) {
       text = v.dump();
     } else {
-      throw Error(fmt::format("overrides_json: value of '{}' must be a string, number or boolean",
-                              key));
+      throw Error(
+          fmt::format("overrides_json: value of '{}' must be a string, number or boolean", key));
     }
     out.push_back({key, text, "override"});
   }
@@ -41,25 +41,24 @@ json health_json(const lmx_handle& h) {
   }
   std::string name = cfg.model_path.filename().string();
   if (name.empty()) name = cfg.model_path.parent_path().filename().string();
-  return json{
-      {"state", state},
-      {"abi_version", LMX_ABI_VERSION},
-      {"model",
-       {{"name", name},
-        {"model_dir", cfg.model_dir.string()},
-        {"model_path", cfg.model_path.string()},
-        {"model_id", cfg.model_id}}},
-      {"config",
-       {{"output_formatter", std::string(properties::to_string(cfg.output_formatter))},
-        {"max_tokens", cfg.max_tokens},
-        {"job_queue_size", cfg.job_queue_size},
-        {"max_rolling_batch_size", cfg.max_rolling_batch_size},
-        {"chunked_read_timeout", cfg.chunked_read_timeout_s},
-        {"device", std::string(properties::to_string(cfg.device))},
-        {"dtype", std::string(properties::to_string(cfg.dtype))},
-        {"tensor_parallel_degree", cfg.tensor_parallel_degree},
-        {"task", cfg.task}}},
-      {"engine", engine}};
+  return json{{"state", state},
+              {"abi_version", LMX_ABI_VERSION},
+              {"model",
+               {{"name", name},
+                {"model_dir", cfg.model_dir.string()},
+                {"model_path", cfg.model_path.string()},
+                {"model_id", cfg.model_id}}},
+              {"config",
+               {{"output_formatter", std::string(properties::to_string(cfg.output_formatter))},
+                {"max_tokens", cfg.max_tokens},
+                {"job_queue_size", cfg.job_queue_size},
+                {"max_rolling_batch_size", cfg.max_rolling_batch_size},
+                {"chunked_read_timeout", cfg.chunked_read_timeout_s},
+                {"device", std::string(properties::to_string(cfg.device))},
+                {"dtype", std::string(properties::to_string(cfg.dtype))},
+                {"tensor_parallel_degree", cfg.tensor_parallel_degree},
+                {"task", cfg.task}}},
+              {"engine", engine}};
 }
 
 }  // namespace lmx::plugin

@@ -62,7 +62,8 @@ void parse_parameters(const json& p, LmiRequest& r) {
       temperature_set = true;
     } else if (key == "top_p") {
       s.top_p = get_float(v, field);
-      if (!(s.top_p > 0 && s.top_p <= 1)) bad(field, fmt::format("must be in (0, 1], got {}", v.dump()));
+      if (!(s.top_p > 0 && s.top_p <= 1))
+        bad(field, fmt::format("must be in (0, 1], got {}", v.dump()));
     } else if (key == "top_k") {
       s.top_k = get_int(v, field, 0, std::numeric_limits<int>::max());
     } else if (key == "do_sample") {
@@ -103,9 +104,10 @@ void parse_parameters(const json& p, LmiRequest& r) {
                          : (key == "best_of" ? v == 1 : false);
       if (!neutral) bad(field, "is not supported by LMX");
     } else {
-      bad(field, "unknown parameter; allowed: max_new_tokens, temperature, top_p, top_k, "
-                 "do_sample, repetition_penalty, stop_sequences, seed, details, "
-                 "return_full_text, ignore_eos");
+      bad(field,
+          "unknown parameter; allowed: max_new_tokens, temperature, top_p, top_k, "
+          "do_sample, repetition_penalty, stop_sequences, seed, details, "
+          "return_full_text, ignore_eos");
     }
   }
   // temperature 0 means greedy (as in vLLM/TGI); any sampling knob without do_sample is ignored

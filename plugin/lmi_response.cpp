@@ -27,10 +27,10 @@ std::vector<json> GenerationState::apply(const RequestUpdate& u) {
   }
   if (u.tokens.empty() && !u.text_delta.empty()) {
     // Text released without a new token (held back for a possible stop sequence).
-    chunks.push_back(json{{"token", json{{"id", nullptr},
-                                         {"text", u.text_delta},
-                                         {"log_prob", nullptr},
-                                         {"special", false}}}});
+    chunks.push_back(json{
+        {"token",
+         json{
+             {"id", nullptr}, {"text", u.text_delta}, {"log_prob", nullptr}, {"special", false}}}});
   }
   if (u.finished) {
     finished_ = true;

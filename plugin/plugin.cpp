@@ -11,8 +11,8 @@
 #include <new>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/api/engine.h"
 #include "plugin/handle.h"
@@ -20,8 +20,8 @@
 #include "plugin/lmi_response.h"
 #include "properties/serving_config.h"
 
-using nlohmann::json;
 using lmx::plugin::GenerationState;
+using nlohmann::json;
 
 namespace {
 
@@ -128,8 +128,7 @@ LMX_API lmx_status lmx_create(const char* model_dir, const char* overrides_json,
   });
 }
 
-LMX_API lmx_status lmx_predict(lmx_handle* handle, const char* request_json,
-                               char** response_json) {
+LMX_API lmx_status lmx_predict(lmx_handle* handle, const char* request_json, char** response_json) {
   if (response_json != nullptr) *response_json = nullptr;
   if (handle == nullptr || request_json == nullptr || response_json == nullptr) {
     return fail(LMX_STATUS_INVALID_ARGUMENT,
@@ -153,18 +152,18 @@ LMX_API lmx_status lmx_predict(lmx_handle* handle, const char* request_json,
           ++wait->pending;
         }
         try {
-          ids.push_back(handle->engine->enqueue(
-              std::move(er), [wait, i](const lmx::RequestUpdate& u) noexcept {
-                std::lock_guard lock(wait->mu);
-                try {
-                  wait->states[i].apply(u);
-                } catch (...) {
-                }
-                if (u.finished) {
-                  --wait->pending;
-                  wait->cv.notify_all();
-                }
-              }));
+          ids.push_back(handle->engine->enqueue(std::move(er),
+                                                [wait, i](const lmx::RequestUpdate& u) noexcept {
+                                                  std::lock_guard lock(wait->mu);
+                                                  try {
+                                                    wait->states[i].apply(u);
+                                                  } catch (...) {
+                                                  }
+                                                  if (u.finished) {
+                                                    --wait->pending;
+                                                    wait->cv.notify_all();
+                                                  }
+                                                }));
         } catch (...) {
           std::lock_guard lock(wait->mu);
           --wait->pending;
@@ -212,30 +211,30 @@ LMX_API lmx_status lmx_predict_stream(lmx_handle* handle, const char* request_js
     if (req.batched) {
       throw lmx::RequestError("inputs", "inputs: streaming takes one string, not a list");
     }
-    auto state = std::make_shared<GenerationState>(req.inputs[0], req.details,
-                                                   req.return_full_text);
+    auto state =
+        std::make_shared<GenerationState>(req.inputs[0], req.details, req.return_full_text);
     lmx::EngineRequest er;
     er.prompt = req.inputs[0];
     er.params = req.params;
-    uint64_t id = handle->engine->enqueue(
-        std::move(er), [state, callback, user_data](const lmx::RequestUpdate& u) noexcept {
-          std::vector<std::string> chunks;
-          bool failed = false;
-          try {
-            for (const auto& c : state->apply(u)) chunks.push_back(dump(c));
-          } catch (...) {
-            failed = true;
-          }
-          if (failed && u.finished) {
-            chunks.clear();
-            chunks.emplace_back(
-                R"({"generated_text":"","details":{"finish_reason":"error"},"error":"internal error while formatting the response"})");
-          }
-          for (size_t i = 0; i < chunks.size(); ++i) {
-            int32_t final_chunk = (u.finished && i + 1 == chunks.size()) ? 1 : 0;
-            callback(user_data, chunks[i].c_str(), chunks[i].size(), final_chunk);
-          }
-        });
+    uint64_t id = handle->engine->enqueue(std::move(er), [state, callback, user_data](
+                                                             const lmx::RequestUpdate& u) noexcept {
+      std::vector<std::string> chunks;
+      bool failed = false;
+      try {
+        for (const auto& c : state->apply(u)) chunks.push_back(dump(c));
+      } catch (...) {
+        failed = true;
+      }
+      if (failed && u.finished) {
+        chunks.clear();
+        chunks.emplace_back(
+            R"({"generated_text":"","details":{"finish_reason":"error"},"error":"internal error while formatting the response"})");
+      }
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        int32_t final_chunk = (u.finished && i + 1 == chunks.size()) ? 1 : 0;
+        callback(user_data, chunks[i].c_str(), chunks[i].size(), final_chunk);
+      }
+    });
     if (request_id != nullptr) *request_id = id;
     return LMX_STATUS_OK;
   });

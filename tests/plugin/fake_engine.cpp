@@ -40,8 +40,8 @@ struct Job {
   UpdateCallback cb;
   int prompt_tokens = 0;
   int produced = 0;
-  std::string text;      // all generated text
-  size_t released = 0;   // bytes of text already sent
+  std::string text;     // all generated text
+  size_t released = 0;  // bytes of text already sent
   bool cancelled = false;
 };
 

@@ -11,12 +11,12 @@
 #include "plugin/include/lmx/plugin.h"
 
 static int failures = 0;
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
+      ++failures;                                                              \
+    }                                                                          \
   } while (0)
 
 static int32_t (*p_abi_version)(void);
@@ -259,7 +259,9 @@ int main(void) {
   p_destroy(NULL);
   p_free_string(NULL);
   dlclose(lib);
-  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
-  else printf("all checks passed\n");
+  if (failures)
+    fprintf(stderr, "%d check(s) failed\n", failures);
+  else
+    printf("all checks passed\n");
   return failures ? 1 : 0;
 }

@@ -59,7 +59,8 @@ extern "C" {
 /* Status codes. The HTTP status a host should answer with is given in brackets. */
 typedef int32_t lmx_status;
 #define LMX_STATUS_OK 0               /* success [200] */
-#define LMX_STATUS_INVALID_ARGUMENT 1 /* null pointer, unknown handle, malformed overrides [500] */
+#define LMX_STATUS_INVALID_ARGUMENT 1 /* null pointer, unknown handle, malformed overrides [500] \
+                                       */
 #define LMX_STATUS_INVALID_REQUEST 2  /* malformed request JSON or bad parameter [400] */
 #define LMX_STATUS_QUEUE_FULL 3       /* job_queue_size requests already wait [503] */
 #define LMX_STATUS_UNAVAILABLE 4      /* shutting down / not started [503] */
