@@ -65,11 +65,12 @@ Model::Model(PluginApi api, std::string model_dir, std::string name)
     : api_(api), model_dir_(std::move(model_dir)), name_(std::move(name)) {}
 
 Model::~Model() {
-  stop();
+  // A load still in progress finishes first, so its handle is destroyed too.
   if (loader_ != nullptr) {
     loader_->join();
     delete loader_;
   }
+  stop();
 }
 
 void Model::start_loading(const std::string& overrides_json) {
