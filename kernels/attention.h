@@ -43,7 +43,7 @@ void paged_attention(const float* q, int q_stride, const float* k_cache, const f
 
 }  // namespace lmx::kernels::cpu
 
-// ---- CUDA ----------------------------------------------------------------------------------------
+// ---- CUDA ---------------------------------------------------------------------------------------
 // T = __half or __nv_bfloat16, all pointers in device memory, fp32 scores / softmax / accumulation.
 // Same cache layout and per-token metadata as the CPU reference (int32, device):
 //   block_tables [num_seqs, max_blocks_per_seq], token_seq [tokens], token_pos [tokens].
@@ -57,8 +57,8 @@ namespace lmx::kernels::cuda {
 // Bytes of split-K scratch paged_attention_decode can use for batches of up to max_tokens tokens
 // whose attended ranges are at most max_context positions. Passing less (or nullptr / 0) is
 // safe: the launcher then uses fewer splits (1 split needs no workspace), only slower.
-size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_heads,
-                                              int head_dim, int max_context);
+size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_heads, int head_dim,
+                                              int max_context);
 
 // Decode ("flash-decoding"): one CTA per (token, kv head [, head chunk], split of the keys);
 // every query head of a kv-head group shares one pass over the K/V blocks; a second kernel
@@ -77,8 +77,8 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
                             int window, const PagedKvLayout& layout, int max_context,
                             void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
-// Prefill (flash-attention 2 on tensor cores, mma.sync m16n8k16): tiles of 64 queries x 64 keys,
-// online softmax, causal + sliding window per query row, K/V gathered from the paged cache.
+// Prefill (flash-attention 2 on tensor cores, mma.sync m16n8k16): tiles of 64 or 128 queries x 64
+// keys, online softmax, causal + sliding window per query row, K/V gathered from the paged cache.
 // The batch is a list of num_seqs chunks: chunk i = batch tokens [cu_q[i], cu_q[i+1]), all of one
 // sequence (token_seq of those tokens equal), positions token_pos (normally consecutive: a chunk
 // at [start, start + n) attends to every cached position <= its own, so chunked prefill works).

@@ -24,14 +24,13 @@
 
 namespace {
 
-#define CHECK(expr)                                                                   \
-  do {                                                                                \
-    const cudaError_t e_ = (expr);                                                    \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr,               \
-                   cudaGetErrorString(e_));                                           \
-      std::exit(1);                                                                   \
-    }                                                                                 \
+#define CHECK(expr)                                                                              \
+  do {                                                                                           \
+    const cudaError_t e_ = (expr);                                                               \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 constexpr int kHeads = 32, kKvHeads = 32, kDim = 128, kBlock = 16;
@@ -109,7 +108,8 @@ double copy_bandwidth_gbs() {
   CHECK(cudaMalloc(&a, bytes));
   CHECK(cudaMalloc(&b, bytes));
   CHECK(cudaMemset(a, 1, bytes));
-  const float ms = median_ms([&] { CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, 20);
+  const float ms =
+      median_ms([&] { CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, 20);
   cudaFree(a);
   cudaFree(b);
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
@@ -129,20 +129,20 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs) {
   std::vector<int32_t> seq(batch), pos(batch, ctx - 1);
   std::iota(seq.begin(), seq.end(), 0);
   int32_t *dt = upload(c.tables), *ds = upload(seq), *dp = upload(pos);
-  const size_t ws_bytes =
-      lmx::kernels::cuda::paged_attention_decode_workspace_bytes(batch, kHeads, kKvHeads, kDim, ctx);
+  const size_t ws_bytes = lmx::kernels::cuda::paged_attention_decode_workspace_bytes(
+      batch, kHeads, kKvHeads, kDim, ctx);
   void* ws = nullptr;
   if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
   const float scale = 1.0f / std::sqrt(float(kDim));
   const float ms = median_ms([&] {
-    lmx::kernels::cuda::paged_attention_decode<T>(q, q_stride, k, v, dt, ds, dp, out, batch,
-                                                  kHeads, scale, 0, c.layout, ctx, ws, ws_bytes,
-                                                  nullptr);
+    lmx::kernels::cuda::paged_attention_decode<T>(q, q_stride, k, v, dt, ds, dp, out, batch, kHeads,
+                                                  scale, 0, c.layout, ctx, ws, ws_bytes, nullptr);
   });
   const double bytes = 2.0 * batch * ctx * kKvHeads * kDim * sizeof(T);
   const double gbs = bytes / (ms * 1e-3) / 1e9;
-  std::printf("decode   %-5s batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f GB/s)\n",
-              dtype, batch, ctx, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, copy_gbs);
+  std::printf(
+      "decode   %-5s batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f GB/s)\n",
+      dtype, batch, ctx, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, copy_gbs);
   cudaFree(k);
   cudaFree(v);
   cudaFree(q);

@@ -23,21 +23,27 @@ namespace lmx::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kTileKeys = 32;      // == warp size: lane = key in QK
-constexpr int kMaxItems = 8;       // (head, dim pair) accumulators per thread
+constexpr int kTileKeys = 32;                           // == warp size: lane = key in QK
+constexpr int kMaxItems = 8;                            // (head, dim pair) accumulators per thread
 constexpr int kMaxHeadDims = 2 * kThreads * kMaxItems;  // heads_per_cta * head_dim <= 2048
 constexpr int kMaxSplits = 64;
-constexpr int kTargetCtas = 4 * 132;  // ~4 resident CTAs per SM on an H100 (132 SMs)
+#ifndef LMX_ATTN_DECODE_TARGET_CTAS            // tuning knob (bench builds variants with -D)
+#define LMX_ATTN_DECODE_TARGET_CTAS (4 * 132)  // ~4 resident CTAs per SM on an H100 (132 SMs)
+#endif
+constexpr int kTargetCtas = LMX_ATTN_DECODE_TARGET_CTAS;
 constexpr int kMinSplitKeys = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <typename T> struct Vec2;
-template <> struct Vec2<__half> {
+template <typename T>
+struct Vec2;
+template <>
+struct Vec2<__half> {
   using type = __half2;
   static __device__ float2 to_float2(type v) { return __half22float2(v); }
   static __device__ type from_float2(float2 v) { return __float22half2_rn(v); }
 };
-template <> struct Vec2<__nv_bfloat16> {
+template <>
+struct Vec2<__nv_bfloat16> {
   using type = __nv_bfloat162;
   static __device__ float2 to_float2(type v) { return __bfloat1622float2(v); }
   static __device__ type from_float2(float2 v) { return __float22bfloat162_rn(v); }
@@ -294,9 +300,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, int D>
 void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
-            const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
-            T* out, int tokens, int heads, float scale, int window, const PagedKvLayout& L,
-            const Split& s, void* workspace, cudaStream_t stream) {
+            const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos, T* out,
+            int tokens, int heads, float scale, int window, const PagedKvLayout& L, const Split& s,
+            void* workspace, cudaStream_t stream) {
   float* ws_acc = static_cast<float*>(workspace);
   float2* ws_ml = s.splits > 1
                       ? reinterpret_cast<float2*>(ws_acc + size_t(tokens) * heads * s.splits * D)
@@ -312,8 +318,8 @@ void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
 
 }  // namespace
 
-size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_heads,
-                                              int head_dim, int max_context) {
+size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_heads, int head_dim,
+                                              int max_context) {
   size_t bytes = 0;
   for (int t = 1; t <= max_tokens; ++t) {
     const Split s = plan(t, heads, kv_heads, head_dim, max_context, 0);
@@ -332,11 +338,11 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
   Split s = plan(tokens, heads, layout.kv_heads, layout.head_dim, max_context, window);
   if (s.splits > 1) {
     // Fewer splits when the workspace is short; keys per split grow to keep covering max_context.
-    const int fit = workspace == nullptr
-                        ? 1
-                        : int(std::min<size_t>(
-                              s.splits, workspace_bytes / partial_bytes(tokens, heads,
-                                                                        layout.head_dim, 1)));
+    const int fit =
+        workspace == nullptr
+            ? 1
+            : int(std::min<size_t>(
+                  s.splits, workspace_bytes / partial_bytes(tokens, heads, layout.head_dim, 1)));
     if (fit < s.splits) {
       const int keys_total = s.splits * s.keys;
       s.splits = std::max(1, fit);
@@ -344,10 +350,10 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
       s.keys = (per + kTileKeys - 1) / kTileKeys * kTileKeys;
     }
   }
-#define LMX_DECODE_CASE(D_)                                                                     \
-  case D_:                                                                                      \
-    launch<T, D_>(q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out,       \
-                  tokens, heads, scale, window, layout, s, workspace, stream);                  \
+#define LMX_DECODE_CASE(D_)                                                                       \
+  case D_:                                                                                        \
+    launch<T, D_>(q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, \
+                  heads, scale, window, layout, s, workspace, stream);                            \
     break;
   switch (layout.head_dim) {
     LMX_DECODE_CASE(64)
@@ -362,11 +368,10 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
 #undef LMX_DECODE_CASE
 }
 
-#define LMX_INSTANTIATE(T)                                                                       \
-  template void paged_attention_decode<T>(const T*, int, const T*, const T*, const int32_t*,     \
-                                          const int32_t*, const int32_t*, T*, int, int, float,   \
-                                          int, const PagedKvLayout&, int, void*, size_t,         \
-                                          cudaStream_t);
+#define LMX_INSTANTIATE(T)                                                                        \
+  template void paged_attention_decode<T>(                                                        \
+      const T*, int, const T*, const T*, const int32_t*, const int32_t*, const int32_t*, T*, int, \
+      int, float, int, const PagedKvLayout&, int, void*, size_t, cudaStream_t);
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)
 #undef LMX_INSTANTIATE

@@ -34,13 +34,20 @@ bool have_gpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-#define REQUIRE_GPU()                                                                       \
-  if (!have_gpu())                                                                          \
+#define REQUIRE_GPU() \
+  if (!have_gpu())    \
   GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
 
-template <typename T> struct Tol;
-template <> struct Tol<__half> { static constexpr double value = 3e-3; };
-template <> struct Tol<__nv_bfloat16> { static constexpr double value = 1e-2; };
+template <typename T>
+struct Tol;
+template <>
+struct Tol<__half> {
+  static constexpr double value = 3e-3;
+};
+template <>
+struct Tol<__nv_bfloat16> {
+  static constexpr double value = 1e-2;
+};
 
 struct Shape {
   int heads, kv_heads, head_dim, window;
@@ -76,7 +83,7 @@ struct Scenario {
   std::vector<int> lens{1, 7, 83, 1000, 4100};
   kernels::PagedKvLayout layout{};
   int num_blocks = 0;
-  std::vector<int32_t> tables;     // [seqs, max_blocks], unused entries -1
+  std::vector<int32_t> tables;          // [seqs, max_blocks], unused entries -1
   std::vector<float> k_cache, v_cache;  // rounded to T
 
   template <typename T>
@@ -158,9 +165,9 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed) {
 
   const int max_len = *std::max_element(sc.lens.begin(), sc.lens.end());
   if (kernel == Kernel::kPrefill) {
-    kernels::cuda::paged_attention_prefill<T>(
-        dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p, dcu.p, int(batch.cu_q.size()) - 1,
-        batch.max_q_len, dout.p, s.heads, scale, s.window, sc.layout, nullptr);
+    kernels::cuda::paged_attention_prefill<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
+                                              dcu.p, int(batch.cu_q.size()) - 1, batch.max_q_len,
+                                              dout.p, s.heads, scale, s.window, sc.layout, nullptr);
   } else {
     const int max_context = kernel == Kernel::kDecode ? max_len : 1000;  // understated
     const size_t ws_bytes = kernels::cuda::paged_attention_decode_workspace_bytes(
@@ -193,7 +200,7 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed) {
 }
 
 const Shape kShapes[] = {
-    {32, 32, 128, 0}, {32, 8, 128, 4096}, {8, 1, 64, 7},  {32, 8, 64, 0},  {8, 1, 128, 0},
+    {32, 32, 128, 0}, {32, 8, 128, 4096}, {8, 1, 64, 7},  {32, 8, 64, 0},     {8, 1, 128, 0},
     {32, 32, 64, 7},  {16, 4, 80, 0},     {12, 2, 96, 7}, {32, 1, 128, 4096},
 };
 
