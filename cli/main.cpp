@@ -18,6 +18,7 @@ constexpr Command kCommands[] = {
     {"generate", lmx::cli::run_generate, "generate tokens from a model directory"},
     {"config", lmx::cli::run_config, "print the resolved serving configuration as JSON"},
     {"tokenize", lmx::cli::run_tokenize, "encode text (or decode ids) with a model's tokenizer"},
+    {"bench", lmx::cli::run_bench, "prefill / decode speed on the GPU (random weights or a model)"},
 };
 
 void print_usage() {

@@ -92,4 +92,13 @@ void paged_attention_prefill(const T* q, int q_stride, const T* k_cache, const T
                              int max_q_len, T* out, int heads, float scale, int window,
                              const PagedKvLayout& layout, cudaStream_t stream);
 
+// Generic path for any head_dim <= 256 (e.g. 8, 16, 32, 48) and T = float too: one warp per
+// (token, head), online softmax. Same metadata as the CPU reference; slow but exact in fp32.
+size_t constexpr kGenericAttentionMaxHeadDim = 256;
+template <typename T>
+void paged_attention_generic(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+                             const int32_t* block_tables, const int32_t* token_seq,
+                             const int32_t* token_pos, T* out, int tokens, int heads, float scale,
+                             int window, const PagedKvLayout& layout, cudaStream_t stream);
+
 }  // namespace lmx::kernels::cuda

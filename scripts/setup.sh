@@ -15,6 +15,7 @@ packages=(
   libboost-dev           # Asio, Beast, Property_Tree (header-only parts)
   libgtest-dev libgmock-dev
   curl python3
+  python3-boto3          # the SageMaker runtime client in the end-to-end tests
 )
 
 # Node.js + npm fetch real tokenizer files at test time and drive the openai client tests. Some

@@ -184,8 +184,12 @@ class EngineImpl final : public Engine {
     u.error = error;
     u.prompt_tokens = a.prompt_tokens;
     u.generated_tokens = a.generated;
+    forget(id);  // before the final update: cancel() answers false once the caller has it
     deliver(a, u);
     active_.erase(it);
+  }
+
+  void forget(uint64_t id) {
     std::lock_guard lock(mutex_);
     live_.erase(id);
   }
@@ -253,17 +257,19 @@ class EngineImpl final : public Engine {
       u.finished = true;
       u.finish_status = out.reason;
     }
+    if (u.finished) forget(out.id);
     deliver(a, u);
-    if (u.finished) {
-      active_.erase(it);
-      std::lock_guard lock(mutex_);
-      live_.erase(out.id);
-    }
+    if (u.finished) active_.erase(it);
   }
 
   void run() {
     while (take_work()) {
-      if (!scheduler_.has_work()) continue;
+      if (!scheduler_.has_work()) {  // only cancellations: refresh the counters anyway
+        std::lock_guard lock(mutex_);
+        stats_ = scheduler_.stats();
+        waiting_snapshot_ = stats_.waiting;
+        continue;
+      }
       std::vector<TokenOutput> outputs;
       try {
         outputs = scheduler_.step();

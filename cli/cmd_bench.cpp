@@ -1,0 +1,176 @@
+// lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,4096]
+//           [--batches 1,8,32,64] [--context 512] [--steps 32] [--json]
+// Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
+// prefill time per prompt length, the decode time per step per batch size, the bandwidth a
+// decode step achieves (weights + KV read / step time) against the measured copy bandwidth, the
+// peak GPU memory and the time from process start to the first token.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "args.h"
+#include "commands.h"
+#include "engine/core/error.h"
+#include "engine/model/known_shapes.h"
+#include "engine/model/model.h"
+#if LMX_HAVE_CUDA_BACKEND
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/device_info.h"
+#endif
+
+namespace lmx::cli {
+
+#if LMX_HAVE_CUDA_BACKEND
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const Clock::time_point kProcessStart = Clock::now();  // static init: close to process start
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// Sequences of `context` tokens, prefilled untimed; then `steps` decode steps of all of them.
+double decode_ms_per_step(Backend& b, int batch, int context, int steps, int max_step_tokens) {
+  const int bs = b.kv_shape().block_size;
+  const int blocks_each = (context + steps + bs - 1) / bs;
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch)), tokens(static_cast<size_t>(batch));
+  for (int s = 0; s < batch; ++s) {
+    for (int i = 0; i < blocks_each; ++i) tables[size_t(s)].push_back(s * blocks_each + i);
+    for (int i = 0; i < context; ++i) tokens[size_t(s)].push_back(3 + (s * 131 + i * 17) % 1000);
+  }
+  std::vector<float> logits;
+  for (int s = 0; s < batch; ++s)
+    for (int start = 0; start < context; start += max_step_tokens) {
+      const int n = std::min(max_step_tokens, context - start);
+      BatchChunk c{std::span(tokens[size_t(s)]).subspan(size_t(start), size_t(n)), start,
+                   tables[size_t(s)], start + n == context};
+      b.forward(std::span(&c, 1), logits);
+    }
+  std::vector<int32_t> next(size_t(batch), 7);
+  std::vector<BatchChunk> chunks(static_cast<size_t>(batch));
+  std::vector<double> times;
+  for (int step = 0; step < steps; ++step) {
+    for (int s = 0; s < batch; ++s)
+      chunks[size_t(s)] = {std::span(&next[size_t(s)], 1), context + step, tables[size_t(s)], true};
+    const auto t = Clock::now();
+    b.forward(chunks, logits);
+    times.push_back(ms_since(t));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+double prefill_ms(Backend& b, int n) {
+  const int bs = b.kv_shape().block_size;
+  std::vector<int32_t> table, tokens;
+  for (int i = 0; i * bs < n; ++i) table.push_back(i);
+  for (int i = 0; i < n; ++i) tokens.push_back(3 + (i * 17) % 1000);
+  std::vector<float> logits;
+  std::vector<double> times;
+  for (int rep = 0; rep < 4; ++rep) {
+    BatchChunk c{tokens, 0, table, true};
+    const auto t = Clock::now();
+    b.forward(std::span(&c, 1), logits);
+    if (rep > 0) times.push_back(ms_since(t));  // the first run warms up
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  const Args args(argc, argv,
+                  {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context", "--steps"},
+                  {"--json", "--verbose"});
+  spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
+  if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
+  const auto prefills = Args::parse_int_list("--prefill", args.get("--prefill").value_or("512,4096"));
+  const auto batches = Args::parse_int_list("--batches", args.get("--batches").value_or("1,8,32,64"));
+  const int context = int(args.get_int("--context").value_or(512));
+  const int steps = int(args.get_int("--steps").value_or(32));
+  const int max_prefill = *std::max_element(prefills.begin(), prefills.end());
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+
+  CudaBackendOptions o;
+  o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
+  o.max_step_tokens = std::max(max_prefill, max_batch);
+  o.max_sequences = max_batch;
+  const int bs = o.kv_block_size;
+  o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs),
+                         long((max_prefill + bs - 1) / bs));
+
+  const std::string shape = args.get("--shape").value_or(args.has("--model") ? "" : "llama-2-7b");
+  std::unique_ptr<Backend> backend;
+  std::optional<LoadedModel> model;
+  if (!shape.empty()) {
+    backend = make_random_cuda_backend(known_shape(shape), o, 1234);
+  } else {
+    model = load_model(args.require("--model"));
+    backend = make_cuda_backend(*model, o);
+  }
+  const DecoderDesc& d = backend->desc();
+  const size_t elem = o.dtype == CudaDtype::F32 ? 4 : 2;
+  double weight_bytes = 0;
+  for (const auto& [n, k] : {std::pair{d.qkv_size(), d.hidden_size}, {d.hidden_size, d.q_size()},
+                             {(d.mlp == MlpKind::Gated ? 2 : 1) * d.intermediate_size, d.hidden_size},
+                             {d.hidden_size, d.intermediate_size}})
+    weight_bytes += double(n) * k * elem * d.num_layers;
+  weight_bytes += double(d.vocab_size) * d.hidden_size * elem;  // LM head (read every step)
+
+  nlohmann::json out;
+  out["device"] = cuda_device_name();
+  out["shape"] = shape.empty() ? args.require("--model") : shape;
+  out["dtype"] = args.get("--dtype").value_or("fp16");
+  out["context"] = context;
+  out["copy_bandwidth_gbps"] = measure_copy_bandwidth_gbps();
+
+  // Time to first token from process start: the model is in GPU memory now; one short prefill.
+  {
+    std::vector<int32_t> prompt = {1, 5, 9, 13}, table = {0};
+    BatchChunk c{prompt, 0, table, true};
+    std::vector<float> logits;
+    backend->forward(std::span(&c, 1), logits);
+    out["time_to_first_token_from_process_start_ms"] = ms_since(kProcessStart);
+  }
+  for (int n : prefills) out["prefill_ms"][std::to_string(n)] = prefill_ms(*backend, n);
+  for (int b : batches) {
+    const double ms = decode_ms_per_step(*backend, b, context, steps, o.max_step_tokens);
+    const double kv_bytes = double(b) * (context + steps / 2) * d.num_layers * 2.0 * d.kv_size() * elem;
+    const double gbps = (weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9;
+    out["decode"][std::to_string(b)] = {{"ms_per_step", ms}, {"achieved_gbps", gbps},
+                                        {"fraction_of_copy_bandwidth", gbps / out["copy_bandwidth_gbps"].get<double>()},
+                                        {"output_tokens_per_s", b * 1e3 / ms}};
+  }
+  out["peak_gpu_memory_gib"] = cuda_memory_used_bytes() / 1073741824.0;
+  out["weight_bytes_read_per_step"] = weight_bytes;
+
+  if (args.has("--json")) {
+    std::cout << out.dump(1) << "\n";
+    return 0;
+  }
+  std::printf("%s %s on %s (copy bandwidth %.0f GB/s)\n", out["shape"].get<std::string>().c_str(),
+              out["dtype"].get<std::string>().c_str(), out["device"].get<std::string>().c_str(),
+              out["copy_bandwidth_gbps"].get<double>());
+  for (auto& [n, ms] : out["prefill_ms"].items()) std::printf("prefill %5s tokens: %8.2f ms\n", n.c_str(), ms.get<double>());
+  for (auto& [b, r] : out["decode"].items())
+    std::printf("decode batch %3s, context %d: %7.2f ms/step, %6.0f GB/s (%.0f%% of copy), %8.0f tok/s\n",
+                b.c_str(), context, r["ms_per_step"].get<double>(), r["achieved_gbps"].get<double>(),
+                100 * r["fraction_of_copy_bandwidth"].get<double>(), r["output_tokens_per_s"].get<double>());
+  std::printf("peak GPU memory %.2f GiB; first token %.0f ms after process start\n",
+              out["peak_gpu_memory_gib"].get<double>(),
+              out["time_to_first_token_from_process_start_ms"].get<double>());
+  return 0;
+}
+#else
+int run_bench(int, char**) {
+  throw_error("lmx bench needs the CUDA backend; this build has none (configure with CUDA)");
+}
+#endif
+
+}  // namespace lmx::cli

@@ -1,0 +1,318 @@
+#include "engine/backend/cuda/cuda_backend.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/rope.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/rope_kv.h"
+
+namespace lmx {
+namespace {
+
+namespace k = kernels::cuda;
+
+kernels::ActivationKind to_kernel(Activation a) {
+  switch (a) {
+    case Activation::Silu: return kernels::ActivationKind::Silu;
+    case Activation::GeluTanh: return kernels::ActivationKind::GeluTanh;
+    case Activation::GeluExact: return kernels::ActivationKind::GeluExact;
+    case Activation::Relu: return kernels::ActivationKind::Relu;
+  }
+  return kernels::ActivationKind::Silu;
+}
+
+bool tuned_head_dim(int d) { return d == 64 || d == 80 || d == 96 || d == 128; }
+
+template <typename T>
+constexpr bool kTunedAttention = !std::is_same_v<T, float>;
+
+// Host-side plan of one forward: all int32 metadata packed for one copy to the device.
+struct StepMeta {
+  std::vector<int32_t> packed;  // ids | pos | seq | tables | cu_q | logit_rows
+  int tokens = 0, seqs = 0, max_blocks = 0, logit_rows = 0, max_chunk = 0, max_context = 0;
+  size_t ids = 0, pos = 0, seq = 0, tables = 0, cu_q = 0, rows = 0;  // offsets into packed
+};
+
+template <typename T>
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const DecoderDesc& desc, DeviceWeights<T> weights, const CudaBackendOptions& opts)
+      : desc_(desc), opts_(opts), w_(std::move(weights)) {
+    LMX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (desc_.positions == PositionKind::Rotary) {
+      const auto inv = rope_inv_freq(desc_.rope);
+      inv_freq_ = DeviceBuffer<float>(inv.size());
+      LMX_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float),
+                                cudaMemcpyHostToDevice));
+    }
+    allocate_scratch();
+    allocate_kv();
+  }
+
+  ~CudaBackend() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const DecoderDesc& desc() const override { return desc_; }
+  const KvCacheShape& kv_shape() const override { return kv_; }
+  std::string name() const override { return "cuda"; }
+
+  void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
+    const StepMeta m = plan(chunks);
+    LMX_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), m.packed.data(), m.packed.size() * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, stream_));
+    const int32_t* d = meta_.get();
+    const int n = m.tokens, H = desc_.hidden_size;
+    layout_.max_blocks_per_seq = m.max_blocks;
+
+    k::embedding<T_>(d + m.ids, w_.embed.get(), d + m.pos, ptr(w_.position_embed), x_.get(), n, H,
+                     stream_);
+    for (int l = 0; l < desc_.num_layers; ++l) run_layer(l, m, d);
+
+    // Final norm (adding the last MLP output), gather the rows that need logits, LM head in fp32.
+    norm(x_.get(), delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
+    k::gather_rows<T_>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
+    k::linear_f32_out<T_>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
+                          desc_.vocab_size, H, stream_);
+    logits.resize(size_t(m.logit_rows) * desc_.vocab_size);
+    LMX_CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_.get(), logits.size() * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream_));
+    LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    LMX_CUDA_CHECK(cudaGetLastError());
+  }
+
+ private:
+  using T_ = T;
+  static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
+
+  // residual += delta (when given); out = norm(residual)
+  void norm(T* residual, const T* delta, const DeviceBuffer<T>& w, const DeviceBuffer<T>& b, T* out,
+            int rows) {
+    if (desc_.norm == NormKind::RmsNorm)
+      k::add_rms_norm<T>(residual, delta, w.get(), out, rows, desc_.hidden_size, desc_.norm_eps,
+                         stream_);
+    else
+      k::add_layer_norm<T>(residual, delta, w.get(), b.get(), out, rows, desc_.hidden_size,
+                           desc_.norm_eps, stream_);
+  }
+
+  void run_layer(int l, const StepMeta& m, const int32_t* d) {
+    const DeviceLayer<T>& L = w_.layers[size_t(l)];
+    const int n = m.tokens, H = desc_.hidden_size, QKV = desc_.qkv_size(), Q = desc_.q_size();
+    const int I = desc_.intermediate_size;
+    const bool gated = desc_.mlp == MlpKind::Gated;
+
+    // Attention block. The previous layer's MLP output joins the residual inside the norm.
+    norm(x_.get(), l == 0 ? nullptr : delta_.get(), L.attn_norm_w, L.attn_norm_b, h_.get(), n);
+    k::linear<T>(gemm_, h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H, stream_);
+    const bool rotary = desc_.positions == PositionKind::Rotary;
+    k::rope_write_kv<T>(qkv_.get(), QKV, ptr(L.qkv_b), d + m.pos, rotary ? inv_freq_.get() : nullptr,
+                        rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
+                        v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
+    attention(l, m, d);
+    k::linear<T>(gemm_, attn_.get(), L.o_w.get(), delta_.get(), n, H, Q, stream_);
+    if (!L.o_b.empty()) k::bias_add<T>(delta_.get(), L.o_b.get(), nullptr, delta_.get(), n, H, stream_);
+
+    // MLP block.
+    norm(x_.get(), delta_.get(), L.mlp_norm_w, L.mlp_norm_b, h_.get(), n);
+    k::linear<T>(gemm_, h_.get(), L.up_w.get(), up_.get(), n, gated ? 2 * I : I, H, stream_);
+    if (gated)
+      k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up_b), act_.get(), n, I, stream_);
+    else
+      k::bias_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up_b), act_.get(), n, I, stream_);
+    k::linear<T>(gemm_, act_.get(), L.down_w.get(), delta_.get(), n, H, I, stream_);
+    if (!L.down_b.empty())
+      k::bias_add<T>(delta_.get(), L.down_b.get(), nullptr, delta_.get(), n, H, stream_);
+  }
+
+  void attention(int l, const StepMeta& m, const int32_t* d) {
+    const T* q = qkv_.get();
+    const int QKV = desc_.qkv_size();
+    const int window = desc_.sliding_window[size_t(l)];
+    const float scale = desc_.attention_scale();
+    const T* kc = k_cache_[size_t(l)].get();
+    const T* vc = v_cache_[size_t(l)].get();
+    if constexpr (kTunedAttention<T>) {
+      if (tuned_head_dim(desc_.head_dim) && QKV % 8 == 0) {
+        if (m.max_chunk == 1)
+          k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
+                                       attn_.get(), m.tokens, desc_.num_heads, scale, window,
+                                       layout_, m.max_context, workspace_.get(),
+                                       workspace_.size(), stream_);
+        else
+          k::paged_attention_prefill<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
+                                        d + m.cu_q, m.seqs, m.max_chunk, attn_.get(),
+                                        desc_.num_heads, scale, window, layout_, stream_);
+        return;
+      }
+    }
+    k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos, attn_.get(),
+                                  m.tokens, desc_.num_heads, scale, window, layout_, stream_);
+  }
+
+  StepMeta plan(std::span<const BatchChunk> chunks) const {
+    StepMeta m;
+    m.seqs = int(chunks.size());
+    for (const BatchChunk& c : chunks) {
+      m.tokens += int(c.tokens.size());
+      m.max_blocks = std::max(m.max_blocks, int(c.block_table.size()));
+      m.max_chunk = std::max(m.max_chunk, int(c.tokens.size()));
+      m.max_context = std::max(m.max_context, c.start_position + int(c.tokens.size()));
+      m.logit_rows += c.compute_logits ? 1 : 0;
+    }
+    if (m.tokens > opts_.max_step_tokens || m.seqs > opts_.max_sequences)
+      throw_error("batch of {} tokens in {} sequences exceeds the CUDA backend's limits ({} tokens, "
+                  "{} sequences)", m.tokens, m.seqs, opts_.max_step_tokens, opts_.max_sequences);
+    m.max_blocks = std::max(m.max_blocks, 1);
+    m.ids = 0;
+    m.pos = m.ids + size_t(m.tokens);
+    m.seq = m.pos + size_t(m.tokens);
+    m.tables = m.seq + size_t(m.tokens);
+    m.cu_q = m.tables + size_t(m.seqs) * m.max_blocks;
+    m.rows = m.cu_q + size_t(m.seqs) + 1;
+    m.packed.assign(m.rows + size_t(m.logit_rows), 0);
+    if (m.packed.size() > meta_.size())
+      throw_error("step metadata ({} ints) exceeds its buffer ({})", m.packed.size(), meta_.size());
+    int t = 0, row = 0;
+    for (int s = 0; s < m.seqs; ++s) {
+      const BatchChunk& c = chunks[size_t(s)];
+      if (int(c.block_table.size()) * kv_.block_size < c.start_position + int(c.tokens.size()))
+        throw_error("block table of chunk {} does not cover its positions", s);
+      for (size_t b = 0; b < c.block_table.size(); ++b) {
+        if (c.block_table[b] < 0 || c.block_table[b] >= kv_.num_blocks)
+          throw_error("KV block id {} out of range", c.block_table[b]);
+        m.packed[m.tables + size_t(s) * m.max_blocks + b] = c.block_table[b];
+      }
+      m.packed[m.cu_q + size_t(s)] = t;
+      for (size_t i = 0; i < c.tokens.size(); ++i, ++t) {
+        if (c.tokens[i] < 0 || c.tokens[i] >= desc_.vocab_size)
+          throw_error("token id {} is outside the vocabulary [0, {})", c.tokens[i], desc_.vocab_size);
+        m.packed[m.ids + size_t(t)] = c.tokens[i];
+        m.packed[m.pos + size_t(t)] = c.start_position + int32_t(i);
+        m.packed[m.seq + size_t(t)] = s;
+      }
+      if (c.compute_logits) m.packed[m.rows + size_t(row++)] = t - 1;
+    }
+    m.packed[m.cu_q + size_t(m.seqs)] = t;
+    if (m.max_context > desc_.max_position_embeddings)
+      throw_error("positions up to {} exceed the model's {}", m.max_context,
+                  desc_.max_position_embeddings);
+    return m;
+  }
+
+  void allocate_scratch() {
+    const size_t tok = size_t(opts_.max_step_tokens), H = size_t(desc_.hidden_size);
+    const size_t I = size_t(desc_.intermediate_size);
+    const size_t S = size_t(opts_.max_sequences);
+    x_ = DeviceBuffer<T_>(tok * H);
+    h_ = DeviceBuffer<T_>(tok * H);
+    delta_ = DeviceBuffer<T_>(tok * H);
+    qkv_ = DeviceBuffer<T_>(tok * size_t(desc_.qkv_size()));
+    attn_ = DeviceBuffer<T_>(tok * size_t(desc_.q_size()));
+    up_ = DeviceBuffer<T_>(tok * (desc_.mlp == MlpKind::Gated ? 2 * I : I));
+    act_ = DeviceBuffer<T_>(tok * I);
+    gathered_ = DeviceBuffer<T_>(S * H);
+    logits_ = DeviceBuffer<float>(S * size_t(desc_.vocab_size));
+    const size_t max_blocks = size_t(desc_.max_position_embeddings / opts_.kv_block_size + 1);
+    meta_ = DeviceBuffer<int32_t>(3 * tok + S * max_blocks + 2 * S + 1);
+    if constexpr (kTunedAttention<T_>)
+      workspace_ = DeviceBuffer<char>(k::paged_attention_decode_workspace_bytes(
+          opts_.max_sequences, desc_.num_heads, desc_.num_kv_heads, desc_.head_dim,
+          desc_.max_position_embeddings));
+  }
+
+  // The memory plan: what is left after weights and scratch holds the KV cache.
+  void allocate_kv() {
+    kv_.block_size = opts_.kv_block_size;
+    layout_ = {kv_.block_size, desc_.num_kv_heads, desc_.head_dim, 1};
+    const size_t per_block_layer = size_t(kv_.block_size) * desc_.kv_size() * sizeof(T);
+    const size_t per_block = 2 * per_block_layer * size_t(desc_.num_layers);
+    size_t free_bytes = 0, total_bytes = 0;
+    LMX_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t usable = free_bytes > opts_.reserve_bytes ? free_bytes - opts_.reserve_bytes : 0;
+    long blocks = opts_.kv_blocks > 0 ? opts_.kv_blocks : long(usable / per_block);
+    if (blocks <= 0 || size_t(blocks) * per_block > usable)
+      throw_error("GPU memory plan does not fit: weights {:.2f} GiB, KV cache {} blocks x {} tokens "
+                  "= {:.2f} GiB wanted, {:.2f} GiB free of {:.2f} GiB (keeping {:.2f} GiB in "
+                  "reserve); lower option.max_tokens or option.max_rolling_batch_size",
+                  w_.bytes / 1073741824.0, blocks, kv_.block_size,
+                  double(blocks) * per_block / 1073741824.0, free_bytes / 1073741824.0,
+                  total_bytes / 1073741824.0, opts_.reserve_bytes / 1073741824.0);
+    kv_.num_blocks = int(blocks);
+    for (int l = 0; l < desc_.num_layers; ++l) {
+      k_cache_.emplace_back(size_t(blocks) * per_block_layer / sizeof(T));
+      v_cache_.emplace_back(size_t(blocks) * per_block_layer / sizeof(T));
+    }
+    spdlog::info("CUDA memory plan: weights {:.2f} GiB, KV cache {} blocks ({:.2f} GiB), {:.2f} GiB "
+                 "free before the cache", w_.bytes / 1073741824.0, blocks,
+                 double(blocks) * per_block / 1073741824.0, free_bytes / 1073741824.0);
+  }
+
+  DecoderDesc desc_;
+  CudaBackendOptions opts_;
+  DeviceWeights<T> w_;
+  KvCacheShape kv_;
+  kernels::PagedKvLayout layout_{};
+  cudaStream_t stream_ = nullptr;
+  k::GemmContext gemm_;
+  DeviceBuffer<float> inv_freq_;
+  std::vector<DeviceBuffer<T>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_heads, head_dim]
+  DeviceBuffer<T> x_, h_, delta_, qkv_, attn_, up_, act_, gathered_;
+  DeviceBuffer<float> logits_;
+  DeviceBuffer<int32_t> meta_;
+  DeviceBuffer<char> workspace_;
+};
+
+template <typename T>
+std::unique_ptr<Backend> build(const DecoderDesc& desc, DeviceWeights<T> w, const CudaBackendOptions& o) {
+  return std::make_unique<CudaBackend<T>>(desc, std::move(w), o);
+}
+
+}  // namespace
+
+CudaDtype parse_cuda_dtype(const std::string& name) {
+  if (name == "fp32") return CudaDtype::F32;
+  if (name == "fp16") return CudaDtype::F16;
+  if (name == "bf16") return CudaDtype::BF16;
+  throw_error("dtype '{}' is not one of fp32, fp16, bf16", name);
+}
+
+bool cuda_device_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& o) {
+  if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
+  switch (o.dtype) {
+    case CudaDtype::F32: return build(model.desc, upload_weights<float>(model.weights), o);
+    case CudaDtype::F16: return build(model.desc, upload_weights<__half>(model.weights), o);
+    case CudaDtype::BF16: return build(model.desc, upload_weights<__nv_bfloat16>(model.weights), o);
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
+                                                  const CudaBackendOptions& o, uint64_t seed) {
+  if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
+  const ModelWeightRefs shapes = describe_weights(desc);
+  switch (o.dtype) {
+    case CudaDtype::F32: return build(desc, random_weights<float>(shapes, seed), o);
+    case CudaDtype::F16: return build(desc, random_weights<__half>(shapes, seed), o);
+    case CudaDtype::BF16: return build(desc, random_weights<__nv_bfloat16>(shapes, seed), o);
+  }
+  return nullptr;
+}
+
+}  // namespace lmx

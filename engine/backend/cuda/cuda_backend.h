@@ -1,0 +1,35 @@
+// The CUDA backend: weights in fp16/bf16 (or fp32) on one GPU, cuBLAS GEMMs, fused elementwise
+// kernels, paged attention, and a paged KV cache sized by a memory plan at load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend/backend.h"
+#include "engine/model/model.h"
+
+namespace lmx {
+
+enum class CudaDtype { F32, F16, BF16 };
+CudaDtype parse_cuda_dtype(const std::string& name);  // "fp32", "fp16", "bf16"
+
+struct CudaBackendOptions {
+  CudaDtype dtype = CudaDtype::F16;
+  int kv_block_size = 16;
+  // KV blocks wanted (max_tokens x max_rolling_batch_size worth); 0 = all memory left after the
+  // weights and scratch, minus `reserve_bytes`. Too many for the GPU is an error naming numbers.
+  long kv_blocks = 0;
+  size_t reserve_bytes = size_t(1) << 30;
+  int max_step_tokens = 4096;  // tokens one forward may carry (scratch sizing)
+  int max_sequences = 256;     // sequences one forward may carry (logits, metadata)
+};
+
+bool cuda_device_available();
+
+std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& opts);
+// Random weights made directly in GPU memory (benchmarks): no files, no host copy.
+std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
+                                                  const CudaBackendOptions& opts, uint64_t seed);
+
+}  // namespace lmx

@@ -1,0 +1,201 @@
+// The CUDA backend against Hugging Face's fixtures and against the CPU reference.
+//  - fp32: greedy ids equal HF's exactly; last-prompt logits within 1e-4 of max |logit|.
+//  - fp16 / bf16, teacher-forced along HF's greedy path: top-1 equals HF's token on every step
+//    whose reference margin exceeds 0.1 (fp16) / 0.3 (bf16) logits, and logits within 2e-2 /
+//    6e-2 of max |logit| (weights and activations rounded to 11 / 8 significant bits through a
+//    few layers: observed errors are a few times the rounding of one product).
+//  - A Llama shape with head_dim 64 and 128 (the tuned attention kernels) vs the CPU backend on
+//    a checkpoint written by the test.
+// Skips with a message on machines without a GPU (CI); runs on the device (scripts/gpu_tests.sh).
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/backend/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/generate/generator.h"
+#include "engine/model/model.h"
+#include "tests/support/checkpoint_writer.h"
+
+namespace lmx {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+#define REQUIRE_GPU() \
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
+
+const fs::path kParityDir = fs::path(LMX_FIXTURES_DIR) / "parity";
+
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(kParityDir))
+    if (fs::exists(e.path() / "expected.json")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+struct Fixture {
+  json expected;
+  fs::path model_dir;
+};
+
+Fixture open_fixture(const std::string& name) {
+  Fixture f;
+  std::ifstream in(kParityDir / name / "expected.json");
+  f.expected = json::parse(in);
+  f.model_dir = f.expected.contains("model")
+                    ? fs::path(LMX_SHARED_MODELS_DIR) / f.expected["model"].get<std::string>()
+                    : kParityDir / name;
+  return f;
+}
+
+CudaBackendOptions options(CudaDtype dtype) {
+  CudaBackendOptions o;
+  o.dtype = dtype;
+  o.kv_blocks = 256;
+  o.max_step_tokens = 512;
+  o.max_sequences = 16;
+  return o;
+}
+
+double max_abs(std::span<const float> a) {
+  double m = 0;
+  for (float x : a) m = std::max(m, double(std::abs(x)));
+  return m;
+}
+
+// Logits at every step along `path` after `prompt` (teacher forcing), one row per generated token.
+std::vector<std::vector<float>> forced_logits(Backend& b, const std::vector<int32_t>& prompt,
+                                              const std::vector<int32_t>& path) {
+  std::vector<int32_t> blocks;
+  const int needed = int(prompt.size() + path.size());
+  for (int i = 0; i * b.kv_shape().block_size < needed; ++i) blocks.push_back(i);
+  std::vector<std::vector<float>> rows;
+  std::vector<float> logits;
+  BatchChunk c{prompt, 0, blocks, true};
+  b.forward(std::span(&c, 1), logits);
+  rows.push_back(logits);
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    BatchChunk d{std::span(&path[i], 1), int(prompt.size() + i), blocks, true};
+    b.forward(std::span(&d, 1), logits);
+    rows.push_back(logits);
+  }
+  return rows;
+}
+
+class CudaHfParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
+  REQUIRE_GPU();
+  const Fixture f = open_fixture(GetParam());
+  const LoadedModel model = load_model(f.model_dir);
+  auto backend = make_cuda_backend(model, options(CudaDtype::F32));
+  for (const json& c : f.expected["cases"]) {
+    GenerationRequest r;
+    r.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    r.params.max_new_tokens = int(c["greedy_ids"].size());
+    r.params.ignore_eos = true;
+    r.params.return_prompt_logits = true;
+    Generator gen(*backend);
+    const auto result = gen.generate(std::span(&r, 1)).front();
+    EXPECT_EQ(result.tokens, c["greedy_ids"].get<std::vector<int32_t>>()) << r.prompt.size();
+    const auto ref = c["last_prompt_logits"].get<std::vector<float>>();
+    double err = 0;
+    for (size_t v = 0; v < ref.size(); ++v) err = std::max(err, double(std::abs(result.prompt_logits[v] - ref[v])));
+    EXPECT_LE(err, 1e-4 * max_abs(ref)) << "prompt length " << r.prompt.size();
+  }
+}
+
+TEST_P(CudaHfParity, HalfPrecisionTopOneOnClearSteps) {
+  REQUIRE_GPU();
+  const Fixture f = open_fixture(GetParam());
+  const LoadedModel model = load_model(f.model_dir);
+  for (auto [dtype, margin, tol] : {std::tuple{CudaDtype::F16, 0.1, 2e-2}, {CudaDtype::BF16, 0.3, 6e-2}}) {
+    auto backend = make_cuda_backend(model, options(dtype));
+    auto cpu = make_cpu_backend(model, {16, 256});
+    int clear_steps = 0;
+    for (const json& c : f.expected["cases"]) {
+      const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+      const auto path = c["greedy_ids"].get<std::vector<int32_t>>();
+      const auto margins = c["step_margins"].get<std::vector<double>>();
+      const auto gpu_rows = forced_logits(*backend, prompt, path);
+      const auto cpu_rows = forced_logits(*cpu, prompt, path);
+      for (size_t s = 0; s < path.size(); ++s) {
+        const auto& g = gpu_rows[s];
+        double err = 0;
+        for (size_t v = 0; v < g.size(); ++v) err = std::max(err, double(std::abs(g[v] - cpu_rows[s][v])));
+        EXPECT_LE(err, tol * max_abs(cpu_rows[s])) << "step " << s << " dtype " << int(dtype);
+        if (margins[s] <= margin) continue;
+        ++clear_steps;
+        const int32_t top = int32_t(std::max_element(g.begin(), g.end()) - g.begin());
+        EXPECT_EQ(top, path[s]) << "step " << s << " margin " << margins[s] << " dtype " << int(dtype);
+      }
+    }
+    EXPECT_GT(clear_steps, 10);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaHfParity, ::testing::ValuesIn(fixture_names()),
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+// Tuned attention kernels (head_dim 64 / 128) through the whole backend vs the CPU reference.
+class CudaVsCpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaVsCpu, TunedAttentionHeadDims) {
+  REQUIRE_GPU();
+  const int head_dim = GetParam();
+  testing::TempDir dir;
+  json config = testing::tiny_llama_config();
+  config["hidden_size"] = 2 * head_dim;
+  config["num_attention_heads"] = 4;
+  config["num_key_value_heads"] = 2;
+  config["head_dim"] = head_dim;
+  config["num_hidden_layers"] = 2;
+  config["intermediate_size"] = 96;
+  config["vocab_size"] = 64;
+  config["max_position_embeddings"] = 512;
+  std::ofstream(dir.path() / "config.json") << config.dump();
+  auto tensors = testing::tiny_llama_tensors(config);
+  // tiny_llama_tensors derives head_dim from hidden/heads: rebuild the attention projections.
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    auto resize = [&](const std::string& n, std::vector<int64_t> shape) {
+      auto& t = tensors[p + n];
+      t.shape = shape;
+      t.values.resize(size_t(shape[0] * shape[1]));
+      for (size_t i = 0; i < t.values.size(); ++i) t.values[i] = 0.05f * float((i * 7919) % 41) - 1.0f;
+    };
+    resize("q_proj.weight", {4 * head_dim, 2 * head_dim});
+    resize("k_proj.weight", {2 * head_dim, 2 * head_dim});
+    resize("v_proj.weight", {2 * head_dim, 2 * head_dim});
+    resize("o_proj.weight", {2 * head_dim, 4 * head_dim});
+  }
+  testing::write_file(dir.path() / "model.safetensors", testing::safetensors_bytes(tensors));
+  const LoadedModel model = load_model(dir.path());
+  auto cuda = make_cuda_backend(model, options(CudaDtype::BF16));
+  auto cpu = make_cpu_backend(model, {16, 256});
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 300; ++i) prompt.push_back((i * 37) % 64);
+  const std::vector<int32_t> path = {5, 9, 11, 3, 7, 60, 1, 2};
+  const auto g = forced_logits(*cuda, prompt, path);
+  const auto c = forced_logits(*cpu, prompt, path);
+  for (size_t s = 0; s < path.size(); ++s) {
+    double err = 0;
+    for (size_t v = 0; v < g[s].size(); ++v) err = std::max(err, double(std::abs(g[s][v] - c[s][v])));
+    EXPECT_LE(err, 6e-2 * max_abs(c[s])) << "step " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, CudaVsCpu, ::testing::Values(64, 128));
+
+}  // namespace
+}  // namespace lmx
