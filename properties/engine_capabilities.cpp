@@ -3,15 +3,25 @@
 namespace lmx::properties {
 
 // ---- the table: update this when the engine learns something new ------------------------------
-EngineCapabilities EngineCapabilities::this_build() {
+EngineCapabilities EngineCapabilities::cpu_only() {
   EngineCapabilities c;
-  c.devices = {Device::Cpu};         // CUDA backend: in progress
-  c.dtypes = {Dtype::Fp32};          // fp16/bf16: with the CUDA backend
+  c.devices = {Device::Cpu};
+  c.dtypes = {Dtype::Fp32};
+  c.cuda_graphs = false;
   c.max_tensor_parallel_degree = 1;  // NCCL tensor parallelism: not yet
   c.quantize = {};                   // dynamic_int8 / smoothquant: not yet
-  c.cuda_graphs = false;
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};
+  return c;
+}
+
+EngineCapabilities EngineCapabilities::this_build() {
+  EngineCapabilities c = cpu_only();
+#if LMX_HAVE_CUDA_BACKEND
+  c.devices.insert(Device::Cuda);
+  c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});  // cuda only: a conflict on cpu
+  c.cuda_graphs = true;
+#endif
   return c;
 }
 

@@ -22,8 +22,10 @@ struct EngineCapabilities {
   std::set<RollingBatch> rolling_batch;
   std::set<std::string> tasks;
 
-  // The capability table of the code in this checkout.
+  // The capability table of the code in this checkout: cpu_only() plus CUDA when built with it.
   static EngineCapabilities this_build();
+  // What the CPU backend alone can run (builds without CUDA; tests pin this table).
+  static EngineCapabilities cpu_only();
   // Everything LMX's configuration language can express (for tests and docs).
   static EngineCapabilities everything();
 };

@@ -328,6 +328,8 @@ class Resolver {
     if (!enum_value(*v, kChoices, cfg_.dtype, "fp32, fp16, bf16, auto")) return;
     if (cfg_.dtype != Dtype::Auto && !caps_.dtypes.count(cfg_.dtype))
       unsupported(*v, "dtype " + names(caps_.dtypes) + ", auto");
+    else if ((cfg_.dtype == Dtype::Fp16 || cfg_.dtype == Dtype::Bf16) && cfg_.device == Device::Cpu)
+      conflict("option.dtype", v, "the CPU backend computes in fp32; fp16/bf16 need option.device=cuda");
   }
 
   void resolve_quantization() {

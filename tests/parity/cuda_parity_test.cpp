@@ -1,13 +1,14 @@
 // The CUDA backend against Hugging Face's fixtures and against the CPU reference.
 //  - fp32: greedy ids equal HF's exactly; last-prompt logits within 1e-4 of max |logit|.
 //  - fp16 / bf16, teacher-forced along HF's greedy path: top-1 equals HF's token on every step
-//    whose reference margin exceeds 0.1 (fp16) / 0.3 (bf16) logits, and logits within 2e-2 /
-//    6e-2 of max |logit| (weights and activations rounded to 11 / 8 significant bits through a
-//    few layers: observed errors are a few times the rounding of one product).
+//    whose reference margin exceeds 0.1 (fp16) / 0.3 (bf16) logits, and the logits' relative L2
+//    error against the CPU fp32 backend within 2e-2 / 6e-2 (weights and activations rounded to
+//    11 / 8 significant bits through a few layers of N(0, 0.2) weights, which amplify it).
 //  - A Llama shape with head_dim 64 and 128 (the tuned attention kernels) vs the CPU backend on
 //    a checkpoint written by the test.
 // Skips with a message on machines without a GPU (CI); runs on the device (scripts/gpu_tests.sh).
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
+#include "tests/support/paths.h"
 #include "tests/support/checkpoint_writer.h"
 
 namespace lmx {
@@ -48,7 +50,7 @@ Fixture open_fixture(const std::string& name) {
   std::ifstream in(kParityDir / name / "expected.json");
   f.expected = json::parse(in);
   f.model_dir = f.expected.contains("model")
-                    ? fs::path(LMX_SHARED_MODELS_DIR) / f.expected["model"].get<std::string>()
+                    ? testing::shared_models_dir() / f.expected["model"].get<std::string>()
                     : kParityDir / name;
   return f;
 }
@@ -66,6 +68,16 @@ double max_abs(std::span<const float> a) {
   double m = 0;
   for (float x : a) m = std::max(m, double(std::abs(x)));
   return m;
+}
+
+// ||a - ref|| / ||ref||
+double rel_l2(std::span<const float> a, std::span<const float> ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num += double(a[i] - ref[i]) * (a[i] - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
 }
 
 // Logits at every step along `path` after `prompt` (teacher forcing), one row per generated token.
@@ -126,9 +138,7 @@ TEST_P(CudaHfParity, HalfPrecisionTopOneOnClearSteps) {
       const auto cpu_rows = forced_logits(*cpu, prompt, path);
       for (size_t s = 0; s < path.size(); ++s) {
         const auto& g = gpu_rows[s];
-        double err = 0;
-        for (size_t v = 0; v < g.size(); ++v) err = std::max(err, double(std::abs(g[v] - cpu_rows[s][v])));
-        EXPECT_LE(err, tol * max_abs(cpu_rows[s])) << "step " << s << " dtype " << int(dtype);
+        EXPECT_LE(rel_l2(g, cpu_rows[s]), tol) << "step " << s << " dtype " << int(dtype);
         if (margins[s] <= margin) continue;
         ++clear_steps;
         const int32_t top = int32_t(std::max_element(g.begin(), g.end()) - g.begin());
@@ -172,7 +182,9 @@ TEST_P(CudaVsCpu, TunedAttentionHeadDims) {
       auto& t = tensors[p + n];
       t.shape = shape;
       t.values.resize(size_t(shape[0] * shape[1]));
-      for (size_t i = 0; i < t.values.size(); ++i) t.values[i] = 0.05f * float((i * 7919) % 41) - 1.0f;
+      // Deterministic values of standard deviation ~0.06: attention scores of order 1, so the
+      // softmax is not decided by rounding.
+      for (size_t i = 0; i < t.values.size(); ++i) t.values[i] = 0.1f * std::sin(float(i) * 12.9898f);
     };
     resize("q_proj.weight", {4 * head_dim, 2 * head_dim});
     resize("k_proj.weight", {2 * head_dim, 2 * head_dim});
@@ -189,9 +201,9 @@ TEST_P(CudaVsCpu, TunedAttentionHeadDims) {
   const auto g = forced_logits(*cuda, prompt, path);
   const auto c = forced_logits(*cpu, prompt, path);
   for (size_t s = 0; s < path.size(); ++s) {
-    double err = 0;
-    for (size_t v = 0; v < g[s].size(); ++v) err = std::max(err, double(std::abs(g[s][v] - c[s][v])));
-    EXPECT_LE(err, 6e-2 * max_abs(c[s])) << "step " << s;
+    EXPECT_LE(rel_l2(g[s], c[s]), 2e-2) << "step " << s << " head_dim " << head_dim;
+    EXPECT_EQ(std::max_element(g[s].begin(), g[s].end()) - g[s].begin(),
+              std::max_element(c[s].begin(), c[s].end()) - c[s].begin()) << "step " << s;
   }
 }
 

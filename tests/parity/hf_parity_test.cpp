@@ -17,6 +17,7 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
+#include "tests/support/paths.h"
 
 namespace lmx {
 namespace {
@@ -46,7 +47,7 @@ Fixture open_fixture(const std::string& name) {
   f.expected = json::parse(in);
   // Real models keep only expected.json here; their weights are in ../shared/models.
   f.model_dir = f.expected.contains("model")
-                    ? fs::path(LMX_SHARED_MODELS_DIR) / f.expected["model"].get<std::string>()
+                    ? testing::shared_models_dir() / f.expected["model"].get<std::string>()
                     : kParityDir / name;
   return f;
 }

@@ -24,7 +24,7 @@ using lmx::properties::testing::TempModelDir;
 using Kind = ValueSource::Kind;
 
 ServingConfig load(const TempModelDir& dir, std::map<std::string, std::string> env = {},
-                   int gpus = 0, const EngineCapabilities& caps = EngineCapabilities::this_build(),
+                   int gpus = 0, const EngineCapabilities& caps = EngineCapabilities::cpu_only(),
                    const std::vector<Override>& overrides = {}) {
   return load_serving_config(dir.path(), Environment::from_map(std::move(env), gpus), caps,
                              overrides);
@@ -168,7 +168,7 @@ TEST(ServingConfig, NamedTensorParallelWinsOverSmNumGpus) {
 TEST(ServingConfig, OverridesWinOverEverything) {
   TempModelDir dir("option.max_tokens=300\n");
   const ServingConfig c =
-      load(dir, {{"OPTION_MAX_TOKENS", "500"}}, 0, EngineCapabilities::this_build(),
+      load(dir, {{"OPTION_MAX_TOKENS", "500"}}, 0, EngineCapabilities::cpu_only(),
            {{"option.max_tokens", "64", "plugin override"}});
   EXPECT_EQ(c.max_tokens, 64);
   EXPECT_EQ(c.source_of("option.max_tokens").kind, Kind::Override);
@@ -237,7 +237,7 @@ TEST(ServingConfig, DeviceAutoPicksCudaOnlyWhenUsable) {
   TempModelDir dir;
   EXPECT_EQ(load(dir, {}, 2, EngineCapabilities::everything()).device, Device::Cuda);
   EXPECT_EQ(load(dir, {}, 0, EngineCapabilities::everything()).device, Device::Cpu);
-  const ServingConfig c = load(dir, {}, 2, EngineCapabilities::this_build());
+  const ServingConfig c = load(dir, {}, 2, EngineCapabilities::cpu_only());
   EXPECT_EQ(c.device, Device::Cpu);
   EXPECT_TRUE(contains(c.source_of("option.device").note, "no CUDA backend yet"));
 }
@@ -282,7 +282,7 @@ TEST(ServingConfig, ModelIdMustBeALocalDirectory) {
 TEST(ServingConfig, MissingModelDirectoryIsAnError) {
   try {
     load_serving_config("/nonexistent/lmx/model_dir", Environment::from_map({}),
-                        EngineCapabilities::this_build());
+                        EngineCapabilities::cpu_only());
     FAIL() << "expected an error";
   } catch (const lmx::Error& e) {
     EXPECT_TRUE(contains(e.what(), "/nonexistent/lmx/model_dir"));

@@ -19,7 +19,7 @@ using lmx::properties::testing::TempModelDir;
 // Loads and returns the error text; records a failure when loading succeeds.
 std::string error_of(const TempModelDir& dir, std::map<std::string, std::string> env = {},
                      int gpus = 0,
-                     const EngineCapabilities& caps = EngineCapabilities::this_build()) {
+                     const EngineCapabilities& caps = EngineCapabilities::cpu_only()) {
   try {
     load_serving_config(dir.path(), Environment::from_map(std::move(env), gpus), caps);
   } catch (const lmx::Error& e) {
@@ -122,7 +122,7 @@ struct Unsupported {
   const char* supported;
 };
 
-// Valid LMI values this build cannot run yet (EngineCapabilities::this_build()).
+// Valid LMI values this build cannot run yet (EngineCapabilities::cpu_only()).
 const std::vector<Unsupported> kUnsupported = {
     {"option.dtype", "fp16", "dtype fp32, auto"},
     {"option.dtype", "bf16", "dtype fp32, auto"},
@@ -148,18 +148,26 @@ TEST(Validation, ValidButUnsupportedValuesSaySo) {
 
 TEST(Validation, CapabilitiesTableIsHonoured) {
   // The same value passes once the engine owners widen the table.
-  TempModelDir dir("option.dtype=fp16\n");
-  EngineCapabilities caps = EngineCapabilities::this_build();
+  TempModelDir dir("option.quantize=dynamic_int8\n");
+  EngineCapabilities caps = EngineCapabilities::cpu_only();
   EXPECT_FALSE(error_of(dir, {}, 0, caps).empty());
-  caps.dtypes.insert(Dtype::Fp16);
-  EXPECT_EQ(load_serving_config(dir.path(), Environment::from_map({}), caps).dtype, Dtype::Fp16);
+  caps.quantize.insert(Quantize::DynamicInt8);
+  EXPECT_EQ(load_serving_config(dir.path(), Environment::from_map({}), caps).quantize,
+            Quantize::DynamicInt8);
+}
+
+TEST(Validation, HalfPrecisionNeedsCuda) {
+  TempModelDir dir("option.dtype=fp16\n");
+  const std::string e = error_of(dir, {}, 0, EngineCapabilities::everything());
+  EXPECT_TRUE(contains(e, "option.dtype=fp16 (from line 1 of"));
+  EXPECT_TRUE(contains(e, "need option.device=cuda"));
 }
 
 TEST(Validation, DtypeAutoAndFp32AreSupportedNow) {
   for (const char* v : {"auto", "fp32", "float32"}) {
     TempModelDir dir(std::string("option.dtype=") + v + "\n");
     EXPECT_NO_THROW(load_serving_config(dir.path(), Environment::from_map({}),
-                                        EngineCapabilities::this_build()))
+                                        EngineCapabilities::cpu_only()))
         << v;
   }
 }
