@@ -1,5 +1,5 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,4096]
-//           [--batches 1,8,32,64] [--context 512] [--steps 32] [--json]
+//           [--batches 1,8,32,64] [--context 512] [--steps 32] [--graphs] [--generic] [--json]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length, the decode time per step per batch size, the bandwidth a
 // decode step achieves (weights + KV read / step time) against the measured copy bandwidth, the
@@ -87,7 +87,7 @@ double prefill_ms(Backend& b, int n) {
 int run_bench(int argc, char** argv) {
   const Args args(argc, argv,
                   {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context", "--steps"},
-                  {"--json", "--verbose"});
+                  {"--json", "--verbose", "--graphs", "--generic"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
   const auto prefills = Args::parse_int_list("--prefill", args.get("--prefill").value_or("512,4096"));
@@ -101,6 +101,8 @@ int run_bench(int argc, char** argv) {
   o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
   o.max_step_tokens = std::max(max_prefill, max_batch);
   o.max_sequences = max_batch;
+  o.cuda_graphs = args.has("--graphs");
+  o.fused = !args.has("--generic");
   const int bs = o.kv_block_size;
   o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs),
                          long((max_prefill + bs - 1) / bs));
@@ -128,6 +130,8 @@ int run_bench(int argc, char** argv) {
   out["shape"] = shape.empty() ? args.require("--model") : shape;
   out["dtype"] = args.get("--dtype").value_or("fp16");
   out["context"] = context;
+  out["cuda_graphs"] = o.cuda_graphs;
+  out["path"] = o.fused ? "kernel_injection" : "generic";
   out["copy_bandwidth_gbps"] = measure_copy_bandwidth_gbps();
 
   // Time to first token from process start: the model is in GPU memory now; one short prefill.
@@ -154,9 +158,10 @@ int run_bench(int argc, char** argv) {
     std::cout << out.dump(1) << "\n";
     return 0;
   }
-  std::printf("%s %s on %s (copy bandwidth %.0f GB/s)\n", out["shape"].get<std::string>().c_str(),
-              out["dtype"].get<std::string>().c_str(), out["device"].get<std::string>().c_str(),
-              out["copy_bandwidth_gbps"].get<double>());
+  std::printf("%s %s on %s (copy bandwidth %.0f GB/s), %s path, CUDA graphs %s\n",
+              out["shape"].get<std::string>().c_str(), out["dtype"].get<std::string>().c_str(),
+              out["device"].get<std::string>().c_str(), out["copy_bandwidth_gbps"].get<double>(),
+              out["path"].get<std::string>().c_str(), o.cuda_graphs ? "on" : "off");
   for (auto& [n, ms] : out["prefill_ms"].items()) std::printf("prefill %5s tokens: %8.2f ms\n", n.c_str(), ms.get<double>());
   for (auto& [b, r] : out["decode"].items())
     std::printf("decode batch %3s, context %d: %7.2f ms/step, %6.0f GB/s (%.0f%% of copy), %8.0f tok/s\n",

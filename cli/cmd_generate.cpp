@@ -12,6 +12,9 @@
 #include "args.h"
 #include "commands.h"
 #include "engine/backend/cpu_backend.h"
+#if LMX_HAVE_CUDA_BACKEND
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 #include "engine/core/error.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
@@ -22,8 +25,9 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: lmx generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
-    "                    [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P\n"
-    "                    --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
+    "                    [--device cpu|cuda [--dtype fp16|bf16|fp32]] [--greedy | --temperature T\n"
+    "                    --top-k K --top-p P"
+    " --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
     "                    [--dump-logits] [--verbose]\n";
 
 SamplingParams sampling_from(const Args& args) {
@@ -57,7 +61,7 @@ int run_generate(int argc, char** argv) {
       return 0;
     }
   const Args args(argc, argv,
-                  {"--model", "--prompt", "--prompt-ids", "--max-new-tokens", "--device",
+                  {"--model", "--prompt", "--prompt-ids", "--max-new-tokens", "--device", "--dtype",
                    "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty"},
                   {"--greedy", "--ignore-eos", "--json", "--dump-logits", "--verbose"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
@@ -65,10 +69,9 @@ int run_generate(int argc, char** argv) {
   if (args.has("--prompt") == args.has("--prompt-ids"))
     throw_error("give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
   const std::string device = args.get("--device").value_or("cpu");
-  if (device == "cuda")
-    throw_error("--device cuda: the CUDA backend is not available in this build yet; use "
-                "--device cpu");
-  if (device != "cpu") throw_error("--device must be cpu or cuda, got '{}'", device);
+  if (device != "cpu" && device != "cuda") throw_error("--device must be cpu or cuda, got '{}'", device);
+  if (args.has("--dtype") && device == "cpu")
+    throw_error("--dtype applies to --device cuda; the CPU backend computes in fp32");
 
   // The tokenizer is needed for --prompt and for the output text; a model directory without one
   // still runs with --prompt-ids (text is then null).
@@ -86,7 +89,24 @@ int run_generate(int argc, char** argv) {
   const LoadedModel model = load_model(model_dir);
   const int block_size = 16;
   const int tokens = int(request.prompt.size()) + request.params.max_new_tokens;
-  auto backend = make_cpu_backend(model, {block_size, (tokens + block_size - 1) / block_size});
+  const int blocks = (tokens + block_size - 1) / block_size;
+  std::unique_ptr<Backend> backend;
+  if (device == "cpu") {
+    backend = make_cpu_backend(model, {block_size, blocks});
+  } else {
+#if LMX_HAVE_CUDA_BACKEND
+    CudaBackendOptions o;
+    o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
+    o.kv_block_size = block_size;
+    o.kv_blocks = blocks;
+    o.max_step_tokens = std::max(tokens, 16);
+    o.max_sequences = 1;
+    o.fused = model.architecture->fused_policy;
+    backend = make_cuda_backend(model, o);
+#else
+    throw_error("--device cuda: this build has no CUDA backend (configure with CUDA)");
+#endif
+  }
   Generator generator(*backend);
   const GenerationResult result = generator.generate(std::span(&request, 1)).front();
 

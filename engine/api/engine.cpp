@@ -16,6 +16,9 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/backend/cpu_backend.h"
+#if LMX_HAVE_CUDA_BACKEND
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/serving/stop_sequences.h"
@@ -46,6 +49,39 @@ KvCacheShape plan_cpu_kv(const properties::ServingConfig& config, const DecoderD
   return {kBlockSize, int(blocks)};
 }
 
+#if LMX_HAVE_CUDA_BACKEND
+// option.dtype auto = the checkpoint's own dtype (bf16 stays bf16, fp16 and fp32 checkpoints run
+// in fp16, the serving default of LMI).
+CudaDtype cuda_dtype(properties::Dtype d, const ModelConfig& model) {
+  switch (d) {
+    case properties::Dtype::Fp32: return CudaDtype::F32;
+    case properties::Dtype::Fp16: return CudaDtype::F16;
+    case properties::Dtype::Bf16: return CudaDtype::BF16;
+    case properties::Dtype::Auto: break;
+  }
+  return model.dtype().value_or("") == "bfloat16" ? CudaDtype::BF16 : CudaDtype::F16;
+}
+#endif
+
+// The backend the configuration names, with the KV cache of its memory plan.
+std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
+                                      const LoadedModel& model) {
+  if (config.device == properties::Device::Cpu) return make_cpu_backend(model, plan_cpu_kv(config, model.desc));
+#if LMX_HAVE_CUDA_BACKEND
+  CudaBackendOptions o;
+  o.dtype = cuda_dtype(config.dtype, model.config);
+  o.kv_blocks = long((config.max_tokens + o.kv_block_size - 1) / o.kv_block_size) *
+                config.max_rolling_batch_size;
+  o.max_sequences = config.max_rolling_batch_size;
+  o.max_step_tokens = std::max(config.max_rolling_batch_prefill_tokens, config.max_rolling_batch_size);
+  o.cuda_graphs = config.enable_cuda_graph;
+  o.fused = model.architecture->fused_policy;
+  return make_cuda_backend(model, o);
+#else
+  throw_error("option.device=cuda: this build has no CUDA backend");
+#endif
+}
+
 struct ActiveRequest {
   UpdateCallback on_update;
   StreamDecoder decoder;
@@ -67,7 +103,7 @@ class EngineImpl final : public Engine {
       : config_(config),
         model_(load_model(config.model_path)),
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
-        backend_(make_cpu_backend(model_, plan_cpu_kv(config, model_.desc))),
+        backend_(make_backend(config, model_)),
         scheduler_(*backend_, {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
         started_(Clock::now()) {
     spdlog::info("engine ready: {} on {} ({}), {}", model_.desc.architecture, backend_->name(),
@@ -156,11 +192,19 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  std::string path_name() const { return "cpu_reference"; }
+  std::string path_name() const {
+    if (backend_->name() == "cpu") return "cpu_reference";
+    return model_.architecture->fused_policy ? "kernel_injection" : "generic";
+  }
   std::string path_reason() const {
-    return fmt::format("device=cpu: the CPU reference backend runs every architecture unfused "
-                       "({} has {} kernel-injection policy for CUDA)", model_.desc.architecture,
-                       model_.architecture->fused_policy ? "a" : "no");
+    const bool policy = model_.architecture->fused_policy;
+    if (backend_->name() == "cpu")
+      return fmt::format("device=cpu: the CPU reference backend runs every architecture unfused "
+                         "({} has {} kernel-injection policy for CUDA)", model_.desc.architecture,
+                         policy ? "a" : "no");
+    return policy ? fmt::format("{} has a fused-kernel policy", model_.desc.architecture)
+                  : fmt::format("{} has no fused-kernel policy: the generic path runs the same "
+                                "ops unfused", model_.desc.architecture);
   }
 
   double recent_tokens_per_second() const {  // over the last 10 s; mutex_ held
@@ -319,9 +363,6 @@ class EngineImpl final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) {
-  if (config.device != properties::Device::Cpu)
-    throw_error("option.device={}: this build runs the CPU backend only",
-                properties::to_string(config.device));
   return std::make_unique<EngineImpl>(config);
 }
 

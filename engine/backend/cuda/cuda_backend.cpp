@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -61,6 +63,7 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -69,23 +72,19 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
 
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
-    const StepMeta m = plan(chunks);
+    const bool decode_only = std::all_of(chunks.begin(), chunks.end(), [](const BatchChunk& c) {
+      return c.tokens.size() == 1 && c.compute_logits;
+    });
+    const int bucket = opts_.cuda_graphs && decode_only ? graph_bucket(int(chunks.size())) : 0;
+    const StepMeta m = bucket ? plan(chunks, bucket, kGraphContextMin) : plan(chunks, 0, 0);
     LMX_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), m.packed.data(), m.packed.size() * sizeof(int32_t),
                                    cudaMemcpyHostToDevice, stream_));
-    const int32_t* d = meta_.get();
-    const int n = m.tokens, H = desc_.hidden_size;
-    layout_.max_blocks_per_seq = m.max_blocks;
-
-    k::embedding<T_>(d + m.ids, w_.embed.get(), d + m.pos, ptr(w_.position_embed), x_.get(), n, H,
-                     stream_);
-    for (int l = 0; l < desc_.num_layers; ++l) run_layer(l, m, d);
-
-    // Final norm (adding the last MLP output), gather the rows that need logits, LM head in fp32.
-    norm(x_.get(), delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
-    k::gather_rows<T_>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
-    k::linear_f32_out<T_>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
-                          desc_.vocab_size, H, stream_);
-    logits.resize(size_t(m.logit_rows) * desc_.vocab_size);
+    if (bucket)
+      run_graph(m);
+    else
+      run_step(m);
+    const int rows = int(chunks.size()) < m.logit_rows && bucket ? int(chunks.size()) : m.logit_rows;
+    logits.resize(size_t(rows) * desc_.vocab_size);
     LMX_CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_.get(), logits.size() * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream_));
     LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -96,9 +95,74 @@ class CudaBackend final : public Backend {
   using T_ = T;
   static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
 
+  static constexpr int kGraphContextMin = 512;
+
+  // Everything one step enqueues after its metadata is on the device; capturable.
+  void run_step(const StepMeta& m) {
+    const int32_t* d = meta_.get();
+    const int n = m.tokens, H = desc_.hidden_size;
+    layout_.max_blocks_per_seq = m.max_blocks;
+    k::embedding<T>(d + m.ids, w_.embed.get(), d + m.pos, ptr(w_.position_embed), x_.get(), n, H,
+                    stream_);
+    for (int l = 0; l < desc_.num_layers; ++l) run_layer(l, m, d);
+    // Final norm (adding the last MLP output), gather the rows that need logits, LM head in fp32.
+    norm(x_.get(), delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
+    k::gather_rows<T>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
+    k::linear_f32_out<T>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
+                         desc_.vocab_size, H, stream_);
+  }
+
+  // Smallest captured batch size that holds `seqs` decode tokens.
+  int graph_bucket(int seqs) const {
+    for (int b : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512})
+      if (b >= seqs && b <= opts_.max_sequences) return b;
+    return 0;  // larger than any bucket: eager
+  }
+
+  // Decode steps replay a graph per (batch bucket, context bucket); the first step of a shape runs
+  // eagerly (cuBLAS picks and warms its kernels), the second captures.
+  void run_graph(const StepMeta& m) {
+    const std::pair<int, int> key{m.tokens, m.max_context};
+    if (auto it = graphs_.find(key); it != graphs_.end()) {
+      LMX_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+      return;
+    }
+    if (!warmed_.count(key)) {
+      warmed_.insert(key);
+      run_step(m);
+      return;
+    }
+    cudaGraph_t graph = nullptr;
+    LMX_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    try {
+      run_step(m);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    LMX_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    LMX_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaGraphDestroy(graph);
+    graphs_.emplace(key, exec);
+    spdlog::info("captured a decode graph for batch {} / context {}", key.first, key.second);
+    LMX_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  }
+
   // residual += delta (when given); out = norm(residual)
   void norm(T* residual, const T* delta, const DeviceBuffer<T>& w, const DeviceBuffer<T>& b, T* out,
             int rows) {
+    if (!opts_.fused) {  // generic path: the residual add and the norm as two kernels
+      if (delta)
+        k::bias_add<T>(delta, nullptr, residual, residual, rows, desc_.hidden_size, stream_);
+      if (desc_.norm == NormKind::RmsNorm)
+        k::rms_norm<T>(residual, w.get(), out, rows, desc_.hidden_size, desc_.norm_eps, stream_);
+      else
+        k::layer_norm<T>(residual, w.get(), b.get(), out, rows, desc_.hidden_size, desc_.norm_eps,
+                         stream_);
+      return;
+    }
     if (desc_.norm == NormKind::RmsNorm)
       k::add_rms_norm<T>(residual, delta, w.get(), out, rows, desc_.hidden_size, desc_.norm_eps,
                          stream_);
@@ -117,7 +181,12 @@ class CudaBackend final : public Backend {
     norm(x_.get(), l == 0 ? nullptr : delta_.get(), L.attn_norm_w, L.attn_norm_b, h_.get(), n);
     k::linear<T>(gemm_, h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H, stream_);
     const bool rotary = desc_.positions == PositionKind::Rotary;
-    k::rope_write_kv<T>(qkv_.get(), QKV, ptr(L.qkv_b), d + m.pos, rotary ? inv_freq_.get() : nullptr,
+    const T* qkv_bias = ptr(L.qkv_b);
+    if (!opts_.fused && qkv_bias) {  // generic path: the bias as its own kernel
+      k::bias_add<T>(qkv_.get(), qkv_bias, nullptr, qkv_.get(), n, QKV, stream_);
+      qkv_bias = nullptr;
+    }
+    k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos, rotary ? inv_freq_.get() : nullptr,
                         rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
                         v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
     attention(l, m, d);
@@ -127,10 +196,15 @@ class CudaBackend final : public Backend {
     // MLP block.
     norm(x_.get(), delta_.get(), L.mlp_norm_w, L.mlp_norm_b, h_.get(), n);
     k::linear<T>(gemm_, h_.get(), L.up_w.get(), up_.get(), n, gated ? 2 * I : I, H, stream_);
+    const T* up_bias = ptr(L.up_b);
+    if (!opts_.fused && up_bias) {  // generic path: the bias as its own kernel
+      k::bias_add<T>(up_.get(), up_bias, nullptr, up_.get(), n, gated ? 2 * I : I, stream_);
+      up_bias = nullptr;
+    }
     if (gated)
-      k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up_b), act_.get(), n, I, stream_);
+      k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
     else
-      k::bias_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up_b), act_.get(), n, I, stream_);
+      k::bias_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
     k::linear<T>(gemm_, act_.get(), L.down_w.get(), delta_.get(), n, H, I, stream_);
     if (!L.down_b.empty())
       k::bias_add<T>(delta_.get(), L.down_b.get(), nullptr, delta_.get(), n, H, stream_);
@@ -161,9 +235,14 @@ class CudaBackend final : public Backend {
                                   m.tokens, desc_.num_heads, scale, window, layout_, stream_);
   }
 
-  StepMeta plan(std::span<const BatchChunk> chunks) const {
+  // Packs the step's metadata. With pad_to > 0 (a graph bucket) the batch is padded with
+  // `pad_to - chunks` decode rows that read and write only the reserved null KV block, the block
+  // tables get their fixed maximal width, and max_context is rounded up to a power of two
+  // (>= min_context), so every shape the graph baked in is the bucket's.
+  StepMeta plan(std::span<const BatchChunk> chunks, int pad_to, int min_context) const {
     StepMeta m;
-    m.seqs = int(chunks.size());
+    const int real = int(chunks.size());
+    m.seqs = std::max(real, pad_to);
     for (const BatchChunk& c : chunks) {
       m.tokens += int(c.tokens.size());
       m.max_blocks = std::max(m.max_blocks, int(c.block_table.size()));
@@ -171,9 +250,20 @@ class CudaBackend final : public Backend {
       m.max_context = std::max(m.max_context, c.start_position + int(c.tokens.size()));
       m.logit_rows += c.compute_logits ? 1 : 0;
     }
+    if (m.max_context > desc_.max_position_embeddings)
+      throw_error("positions up to {} exceed the model's {}", m.max_context,
+                  desc_.max_position_embeddings);
     if (m.tokens > opts_.max_step_tokens || m.seqs > opts_.max_sequences)
       throw_error("batch of {} tokens in {} sequences exceeds the CUDA backend's limits ({} tokens, "
                   "{} sequences)", m.tokens, m.seqs, opts_.max_step_tokens, opts_.max_sequences);
+    if (pad_to > 0) {
+      m.tokens = m.logit_rows = pad_to;
+      m.max_chunk = 1;
+      m.max_blocks = max_blocks_;
+      int ctx = min_context;
+      while (ctx < m.max_context) ctx *= 2;
+      m.max_context = std::min(ctx, desc_.max_position_embeddings);
+    }
     m.max_blocks = std::max(m.max_blocks, 1);
     m.ids = 0;
     m.pos = m.ids + size_t(m.tokens);
@@ -186,15 +276,22 @@ class CudaBackend final : public Backend {
       throw_error("step metadata ({} ints) exceeds its buffer ({})", m.packed.size(), meta_.size());
     int t = 0, row = 0;
     for (int s = 0; s < m.seqs; ++s) {
+      int32_t* table = &m.packed[m.tables + size_t(s) * m.max_blocks];
+      m.packed[m.cu_q + size_t(s)] = t;
+      if (s >= real) {  // padding row: the null block, position 0
+        std::fill(table, table + m.max_blocks, null_block_);
+        m.packed[m.seq + size_t(t)] = s;
+        m.packed[m.rows + size_t(row++)] = t++;
+        continue;
+      }
       const BatchChunk& c = chunks[size_t(s)];
       if (int(c.block_table.size()) * kv_.block_size < c.start_position + int(c.tokens.size()))
         throw_error("block table of chunk {} does not cover its positions", s);
       for (size_t b = 0; b < c.block_table.size(); ++b) {
         if (c.block_table[b] < 0 || c.block_table[b] >= kv_.num_blocks)
           throw_error("KV block id {} out of range", c.block_table[b]);
-        m.packed[m.tables + size_t(s) * m.max_blocks + b] = c.block_table[b];
+        table[b] = c.block_table[b];
       }
-      m.packed[m.cu_q + size_t(s)] = t;
       for (size_t i = 0; i < c.tokens.size(); ++i, ++t) {
         if (c.tokens[i] < 0 || c.tokens[i] >= desc_.vocab_size)
           throw_error("token id {} is outside the vocabulary [0, {})", c.tokens[i], desc_.vocab_size);
@@ -205,9 +302,6 @@ class CudaBackend final : public Backend {
       if (c.compute_logits) m.packed[m.rows + size_t(row++)] = t - 1;
     }
     m.packed[m.cu_q + size_t(m.seqs)] = t;
-    if (m.max_context > desc_.max_position_embeddings)
-      throw_error("positions up to {} exceed the model's {}", m.max_context,
-                  desc_.max_position_embeddings);
     return m;
   }
 
@@ -224,8 +318,8 @@ class CudaBackend final : public Backend {
     act_ = DeviceBuffer<T_>(tok * I);
     gathered_ = DeviceBuffer<T_>(S * H);
     logits_ = DeviceBuffer<float>(S * size_t(desc_.vocab_size));
-    const size_t max_blocks = size_t(desc_.max_position_embeddings / opts_.kv_block_size + 1);
-    meta_ = DeviceBuffer<int32_t>(3 * tok + S * max_blocks + 2 * S + 1);
+    max_blocks_ = desc_.max_position_embeddings / opts_.kv_block_size + 1;
+    meta_ = DeviceBuffer<int32_t>(3 * tok + S * size_t(max_blocks_) + 2 * S + 1);
     if constexpr (kTunedAttention<T_>)
       workspace_ = DeviceBuffer<char>(k::paged_attention_decode_workspace_bytes(
           opts_.max_sequences, desc_.num_heads, desc_.num_kv_heads, desc_.head_dim,
@@ -250,9 +344,12 @@ class CudaBackend final : public Backend {
                   double(blocks) * per_block / 1073741824.0, free_bytes / 1073741824.0,
                   total_bytes / 1073741824.0, opts_.reserve_bytes / 1073741824.0);
     kv_.num_blocks = int(blocks);
+    null_block_ = int32_t(blocks);  // one more block, never handed out: graph padding rows use it
     for (int l = 0; l < desc_.num_layers; ++l) {
-      k_cache_.emplace_back(size_t(blocks) * per_block_layer / sizeof(T));
-      v_cache_.emplace_back(size_t(blocks) * per_block_layer / sizeof(T));
+      k_cache_.emplace_back(size_t(blocks + 1) * per_block_layer / sizeof(T));
+      v_cache_.emplace_back(size_t(blocks + 1) * per_block_layer / sizeof(T));
+      LMX_CUDA_CHECK(cudaMemset(k_cache_.back().get(), 0, k_cache_.back().bytes()));
+      LMX_CUDA_CHECK(cudaMemset(v_cache_.back().get(), 0, v_cache_.back().bytes()));
     }
     spdlog::info("CUDA memory plan: weights {:.2f} GiB, KV cache {} blocks ({:.2f} GiB), {:.2f} GiB "
                  "free before the cache", w_.bytes / 1073741824.0, blocks,
@@ -272,6 +369,10 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> logits_;
   DeviceBuffer<int32_t> meta_;
   DeviceBuffer<char> workspace_;
+  int max_blocks_ = 1;     // block-table width of graph steps (the model's whole context)
+  int32_t null_block_ = 0;  // KV block that graph padding rows read and write
+  std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
+  std::set<std::pair<int, int>> warmed_;
 };
 
 template <typename T>

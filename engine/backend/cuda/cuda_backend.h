@@ -23,6 +23,12 @@ struct CudaBackendOptions {
   size_t reserve_bytes = size_t(1) << 30;
   int max_step_tokens = 4096;  // tokens one forward may carry (scratch sizing)
   int max_sequences = 256;     // sequences one forward may carry (logits, metadata)
+  // Decode steps (one token per sequence) are captured as CUDA graphs per batch-size bucket and
+  // context bucket, and replayed; prefill and mixed steps run eagerly.
+  bool cuda_graphs = false;
+  // Families without a kernel-injection policy run the generic path: the same ops, unfused
+  // (residual adds and biases as separate kernels).
+  bool fused = true;
 };
 
 bool cuda_device_available();
