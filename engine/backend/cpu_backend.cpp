@@ -41,6 +41,9 @@ kernels::ActivationKind to_kernel(Activation a) {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const LoadedModel& model, const KvCacheShape& kv) : desc_(model.desc), kv_(kv) {
+    if (model.random_seed)
+      throw_error("{}: random-weight benchmark models run on the CUDA backend only",
+                  model.dir.string());
     if (kv.block_size <= 0 || kv.num_blocks <= 0)
       throw_error("KV cache needs a positive block size and block count (got {} x {})",
                   kv.block_size, kv.num_blocks);

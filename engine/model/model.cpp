@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/core/error.h"
+
 namespace lmx {
 
 LoadedModel load_model(const std::filesystem::path& model_dir) {
@@ -10,8 +12,19 @@ LoadedModel load_model(const std::filesystem::path& model_dir) {
   m.config = ModelConfig::load(model_dir);
   m.architecture = &find_architecture(m.config.architecture());
   m.desc = m.architecture->describe(m.config);
-  m.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(model_dir));
-  m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc));
+  const auto random = m.config.raw().find("lmx_random_weights");
+  if (random != m.config.raw().end()) {
+    if (!random->is_object() || !random->contains("seed") || !(*random)["seed"].is_number_unsigned())
+      throw_error("{}: lmx_random_weights must be an object with an unsigned integer 'seed'",
+                  m.config.source());
+    m.random_seed = (*random)["seed"].get<uint64_t>();
+    m.weights = describe_weights(m.desc);
+    spdlog::warn("{}: random weights (seed {}) for benchmarks, no checkpoint read",
+                 model_dir.string(), *m.random_seed);
+  } else {
+    m.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(model_dir));
+    m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc));
+  }
   spdlog::info("loaded {} from {}: {} layers, hidden {}, {} heads / {} kv heads, vocab {}",
                m.desc.architecture, model_dir.string(), m.desc.num_layers, m.desc.hidden_size,
                m.desc.num_heads, m.desc.num_kv_heads, m.desc.vocab_size);

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "engine/model/architecture.h"
 #include "engine/model/checkpoint.h"
@@ -18,6 +19,10 @@ struct LoadedModel {
   DecoderDesc desc;
   std::unique_ptr<Checkpoint> checkpoint;  // owns the memory maps `weights` points into
   ModelWeightRefs weights;
+  // Benchmark models: config.json says {"lmx_random_weights": {"seed": N}} and the directory has
+  // no weights; `weights` then holds shapes only and the CUDA backend makes random values in GPU
+  // memory (how lmx-server serves a 7B-shaped model without a 13 GB file).
+  std::optional<uint64_t> random_seed;
 };
 
 // Reads config.json (+ generation_config.json), picks the architecture and resolves every weight.

@@ -218,7 +218,7 @@ class CudaBackend final : public Backend {
     const T* kc = k_cache_[size_t(l)].get();
     const T* vc = v_cache_[size_t(l)].get();
     if constexpr (kTunedAttention<T>) {
-      if (tuned_head_dim(desc_.head_dim) && QKV % 8 == 0) {
+      if (!opts_.generic_attention && tuned_head_dim(desc_.head_dim) && QKV % 8 == 0) {
         if (m.max_chunk == 1)
           k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
                                        attn_.get(), m.tokens, desc_.num_heads, scale, window,
@@ -396,6 +396,7 @@ bool cuda_device_available() {
 
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& o) {
   if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
+  if (model.random_seed) return make_random_cuda_backend(model.desc, o, *model.random_seed);
   switch (o.dtype) {
     case CudaDtype::F32: return build(model.desc, upload_weights<float>(model.weights), o);
     case CudaDtype::F16: return build(model.desc, upload_weights<__half>(model.weights), o);

@@ -29,6 +29,8 @@ struct CudaBackendOptions {
   // Families without a kernel-injection policy run the generic path: the same ops, unfused
   // (residual adds and biases as separate kernels).
   bool fused = true;
+  // Always use the generic attention kernel (tests compare it with the tuned ones).
+  bool generic_attention = false;
 };
 
 bool cuda_device_available();
