@@ -43,4 +43,15 @@ template <typename T>
 void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, int N, int K,
                     cudaStream_t stream);
 
+// Decode-shaped linear (M <= kSkinnyMaxRows rows; T = __half or __nv_bfloat16; K % 8 == 0,
+// 16-byte aligned rows): a weight-streaming kernel that keeps the memory system busy where a
+// general GEMM leaves bandwidth unused. Same math as linear (fp32 accumulation).
+constexpr int kSkinnyMaxRows = 8;
+bool skinny_supported(int M, int K);
+template <typename T>
+void skinny_linear(const T* x, const T* w, T* y, int M, int N, int K, cudaStream_t stream);
+template <typename T>
+void skinny_linear_f32_out(const T* x, const T* w, float* y, int M, int N, int K,
+                           cudaStream_t stream);
+
 }  // namespace lmx::kernels::cuda

@@ -128,5 +128,57 @@ TYPED_TEST(LinearCuda, MatchesCpuReference) {
   }
 }
 
+// The skinny (decode) linear vs the CPU reference for every row count it takes, odd N and K.
+template <typename T>
+class SkinnyLinearCuda : public ::testing::Test {};
+using HalfTypes = ::testing::Types<__half, __nv_bfloat16>;
+TYPED_TEST_SUITE(SkinnyLinearCuda, HalfTypes);
+
+TYPED_TEST(SkinnyLinearCuda, MatchesCpuReference) {
+  REQUIRE_GPU();
+  using T = TypeParam;
+  for (int M = 1; M <= kernels::cuda::kSkinnyMaxRows; ++M)
+    for (auto [N, K] : {std::pair{67, 64}, {4096, 4104}, {129, 11008}, {32000, 512}}) {
+      ASSERT_TRUE(kernels::cuda::skinny_supported(M, K));
+      std::mt19937 rng(M * 7 + N * 3 + K);
+      std::normal_distribution<float> d(0.0f, 1.0f);
+      std::vector<float> x(size_t(M) * K), w(size_t(N) * K), ref(size_t(M) * N);
+      for (float& v : x) v = float(T(d(rng)));
+      for (float& v : w) v = float(T(d(rng) * 0.05f));
+      kernels::cpu::linear(x.data(), w.data(), nullptr, ref.data(), M, N, K);
+      std::vector<T> hx(x.begin(), x.end()), hw(w.begin(), w.end()), hy(ref.size());
+      std::vector<float> hy32(ref.size());
+      T *dx, *dw, *dy;
+      float* dy32;
+      CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
+      CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
+      CUDA_OK(cudaMalloc(&dy, hy.size() * sizeof(T)));
+      CUDA_OK(cudaMalloc(&dy32, hy32.size() * sizeof(float)));
+      CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemset(dy, 0xff, hy.size() * sizeof(T)));
+      CUDA_OK(cudaMemset(dy32, 0xff, hy32.size() * sizeof(float)));
+      kernels::cuda::skinny_linear<T>(dx, dw, dy, M, N, K, nullptr);
+      kernels::cuda::skinny_linear_f32_out<T>(dx, dw, dy32, M, N, K, nullptr);
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(T), cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(hy32.data(), dy32, hy32.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      cudaFree(dx);
+      cudaFree(dw);
+      cudaFree(dy);
+      cudaFree(dy32);
+      double num = 0, num32 = 0, den = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(float(hy[i])) && std::isfinite(hy32[i])) << "element " << i;
+        num += std::pow(float(hy[i]) - ref[i], 2);
+        num32 += std::pow(hy32[i] - ref[i], 2);
+        den += double(ref[i]) * ref[i];
+      }
+      EXPECT_LT(std::sqrt(num / den), Dtype<T>::tol) << M << "x" << N << "x" << K;
+      EXPECT_LT(std::sqrt(num32 / den), 1e-5) << "fp32 out " << M << "x" << N << "x" << K;
+    }
+}
+
 }  // namespace
 }  // namespace lmx

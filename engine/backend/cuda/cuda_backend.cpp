@@ -97,6 +97,18 @@ class CudaBackend final : public Backend {
 
   static constexpr int kGraphContextMin = 512;
 
+  bool skinny(int M, int K) const {
+    return opts_.skinny_gemv && !std::is_same_v<T, float> && k::skinny_supported(M, K);
+  }
+
+  // y[M, N] = x[M, K] w[N, K]^T: the weight-streaming kernel for decode-sized M, cuBLAS otherwise.
+  void linear(const T* x, const T* w, T* y, int M, int N, int K) {
+    if (skinny(M, K))
+      k::skinny_linear<T>(x, w, y, M, N, K, stream_);
+    else
+      k::linear<T>(gemm_, x, w, y, M, N, K, stream_);
+  }
+
   // Everything one step enqueues after its metadata is on the device; capturable.
   void run_step(const StepMeta& m) {
     const int32_t* d = meta_.get();
@@ -108,8 +120,12 @@ class CudaBackend final : public Backend {
     // Final norm (adding the last MLP output), gather the rows that need logits, LM head in fp32.
     norm(x_.get(), delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
     k::gather_rows<T>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
-    k::linear_f32_out<T>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
-                         desc_.vocab_size, H, stream_);
+    if (skinny(m.logit_rows, H))
+      k::skinny_linear_f32_out<T>(gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
+                                  desc_.vocab_size, H, stream_);
+    else
+      k::linear_f32_out<T>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
+                           desc_.vocab_size, H, stream_);
   }
 
   // Smallest captured batch size that holds `seqs` decode tokens.
@@ -179,7 +195,7 @@ class CudaBackend final : public Backend {
 
     // Attention block. The previous layer's MLP output joins the residual inside the norm.
     norm(x_.get(), l == 0 ? nullptr : delta_.get(), L.attn_norm_w, L.attn_norm_b, h_.get(), n);
-    k::linear<T>(gemm_, h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H, stream_);
+    linear(h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H);
     const bool rotary = desc_.positions == PositionKind::Rotary;
     const T* qkv_bias = ptr(L.qkv_b);
     if (!opts_.fused && qkv_bias) {  // generic path: the bias as its own kernel
@@ -190,12 +206,12 @@ class CudaBackend final : public Backend {
                         rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
                         v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
     attention(l, m, d);
-    k::linear<T>(gemm_, attn_.get(), L.o_w.get(), delta_.get(), n, H, Q, stream_);
+    linear(attn_.get(), L.o_w.get(), delta_.get(), n, H, Q);
     if (!L.o_b.empty()) k::bias_add<T>(delta_.get(), L.o_b.get(), nullptr, delta_.get(), n, H, stream_);
 
     // MLP block.
     norm(x_.get(), delta_.get(), L.mlp_norm_w, L.mlp_norm_b, h_.get(), n);
-    k::linear<T>(gemm_, h_.get(), L.up_w.get(), up_.get(), n, gated ? 2 * I : I, H, stream_);
+    linear(h_.get(), L.up_w.get(), up_.get(), n, gated ? 2 * I : I, H);
     const T* up_bias = ptr(L.up_b);
     if (!opts_.fused && up_bias) {  // generic path: the bias as its own kernel
       k::bias_add<T>(up_.get(), up_bias, nullptr, up_.get(), n, gated ? 2 * I : I, stream_);
@@ -205,7 +221,7 @@ class CudaBackend final : public Backend {
       k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
     else
       k::bias_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
-    k::linear<T>(gemm_, act_.get(), L.down_w.get(), delta_.get(), n, H, I, stream_);
+    linear(act_.get(), L.down_w.get(), delta_.get(), n, H, I);
     if (!L.down_b.empty())
       k::bias_add<T>(delta_.get(), L.down_b.get(), nullptr, delta_.get(), n, H, stream_);
   }

@@ -29,6 +29,8 @@ struct CudaBackendOptions {
   // Families without a kernel-injection policy run the generic path: the same ops, unfused
   // (residual adds and biases as separate kernels).
   bool fused = true;
+  // Decode-sized projections (<= 8 rows) through the weight-streaming kernel instead of cuBLAS.
+  bool skinny_gemv = true;
   // Always use the generic attention kernel (tests compare it with the tuned ones).
   bool generic_attention = false;
 };
