@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The serving benchmark, for the device machine (H100): builds lmx-server, liblmx.so and
+# lmx_serving_bench for sm_90a, serves the Llama-2-7B-shaped random-weight model and runs
+#   (a) 256 requests, 512-token prompts, 128 new tokens, 128 concurrent clients (HTTP)
+#   (b) the same with 16 concurrent clients (HTTP)
+#   (c) (a) against the engine API in-process (lmx_serving_bench, no HTTP)
+# writing JSON + logs under $OUT (or build-gpu/serving-bench). The model directory is made on the
+# dev machine (no network here) and carried:
+#   bash scripts/make_bench_model.sh llama-2-7b .cache/bench_model
+#   run(command="bash scripts/serving_bench_device.sh", carry=[".devdeps", ".cache/bench_model"])
+# Env: BENCH_MODEL (model dir), BENCH_PHASES (default "a b c"), BENCH_REQUESTS (256),
+#      BENCH_PORT (8080), BENCH_SKIP_BUILD=1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-build-gpu/serving-bench}
+mkdir -p "$out"
+model=${BENCH_MODEL:-.cache/bench_model}
+phases=${BENCH_PHASES:-a b c}
+requests=${BENCH_REQUESTS:-256}
+port=${BENCH_PORT:-8080}
+[[ -f $model/config.json ]] || { echo "no $model/config.json: make it with scripts/make_bench_model.sh and carry it" >&2; exit 1; }
+
+export OPTION_DEVICE=cuda OPTION_DTYPE=fp16 OPTION_MAX_ROLLING_BATCH_SIZE=128 OPTION_MAX_TOKENS=640
+export OPTION_MAX_ROLLING_BATCH_PREFILL_TOKENS=4096 OPTION_ENABLE_CUDA_GRAPH=true
+export SERVING_JOB_QUEUE_SIZE=1000
+
+{ date -u; git rev-parse --short HEAD 2>/dev/null; git status --short 2>/dev/null | head -20
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  nproc; env | grep -E '^(OPTION_|SERVING_)' | sort; } >"$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+if [[ -z ${BENCH_SKIP_BUILD:-} ]]; then
+  t0=$(date +%s)
+  extra=()
+  [[ -d .devdeps ]] && extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_WERROR=ON "${extra[@]}" >"$out/configure.log" 2>&1 ||
+    { tail -n 40 "$out/configure.log"; exit 1; }
+  ninja -C build-gpu lmx-server lmx_plugin lmx_serving_bench >"$out/build.log" 2>&1 ||
+    { grep -E "error|Error" "$out/build.log" | head -40; tail -n 20 "$out/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+fi
+bin=build-gpu/bin
+
+server_pid=
+stop_server() {
+  [[ -n $server_pid ]] || return 0
+  curl -s "localhost:$port/metrics" >"$out/metrics_final.txt" 2>/dev/null
+  kill -TERM "$server_pid" 2>/dev/null
+  for _ in $(seq 60); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.5; done
+  kill -KILL "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=
+}
+trap stop_server EXIT
+
+metrics_summary() {  # the server's own view: queue, running, KV, tokens
+  curl -s "localhost:$port/metrics" | grep -E '^lmx_(queue_depth|running_requests|kv_blocks|generated_tokens_total|prompt_tokens_total|requests_in_flight|cancelled_total|requests_total)' | head -20
+}
+
+sample_metrics() {  # every 0.5 s while a phase runs: running/waiting over time
+  while sleep 0.5; do
+    printf '%s ' "$(date +%s.%N | cut -c1-14)"
+    curl -s "localhost:$port/metrics" | grep -E '^lmx_(queue_depth|running_requests|kv_blocks_used|generated_tokens_total) ' | awk '{printf "%s=%s ", $1, $2}'
+    echo
+  done
+}
+
+http_phase() {  # name concurrency
+  local name=$1 conc=$2 sampler
+  echo "== ($name) HTTP: $requests requests, 512-token prompts, 128 new tokens, $conc concurrent"
+  sample_metrics >"$out/metrics_timeline_$name.txt" 2>&1 &
+  sampler=$!
+  timeout 240 python3 bench/serving/load_generator.py --url "http://127.0.0.1:$port" \
+    --requests "$requests" --concurrency "$conc" --prompt-tokens 512 --max-new-tokens 128 \
+    --label "$name" --out "$out/http_$name.json" 2>&1 | tee "$out/http_$name.txt"
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  metrics_summary
+}
+
+if [[ $phases == *a* || $phases == *b* ]]; then
+  t0=$(date +%s)
+  $bin/lmx-server --model-dir "$model" --port "$port" >"$out/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 240); do
+    st=$(curl -s "localhost:$port/ping" || true)
+    [[ $st == *'"ready"'* ]] && break
+    [[ $st == *failed* ]] && { echo "load failed: $st"; tail -n 30 "$out/server.log"; exit 1; }
+    kill -0 "$server_pid" 2>/dev/null || { echo "server exited"; tail -n 30 "$out/server.log"; exit 1; }
+    sleep 0.5
+  done
+  echo "server ready after $(( $(date +%s) - t0 )) s: $(curl -s localhost:$port/ping)"
+  curl -s "localhost:$port/models"; echo
+  [[ $phases == *a* ]] && http_phase a 128
+  [[ $phases == *b* ]] && http_phase b 16
+  echo "== /metrics"
+  curl -s "localhost:$port/metrics" | tee "$out/metrics.txt" | grep -v '^#' | grep -v '_bucket{' | head -60
+  stop_server
+  tail -n 5 "$out/server.log"
+fi
+
+if [[ $phases == *c* ]]; then
+  echo "== (c) engine API: $requests requests, 512-token prompts, 128 new tokens, 128 concurrent"
+  timeout 240 $bin/lmx_serving_bench --model-dir "$model" --requests "$requests" --concurrency 128 \
+    --prompt-tokens 512 --max-new-tokens 128 --label c --out "$out/engine_c.json" 2>&1 |
+    tee "$out/engine_c.txt"
+fi
+
+python3 - "$out" <<'EOF' || true
+import json, os, sys
+out = sys.argv[1]
+rows = []
+for name in ("http_a", "http_b", "engine_c"):
+    p = os.path.join(out, name + ".json")
+    if os.path.exists(p):
+        rows.append((name, json.load(open(p))))
+print("%-9s %5s %7s %10s %7s %9s %9s %8s %8s" % ("run", "conc", "errors", "out tok/s", "req/s",
+      "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"))
+for n, r in rows:
+    print("%-9s %5d %7d %10.0f %7.2f %9.1f %9.1f %8.2f %8.2f" % (n, r["workload"]["concurrency"], r["errors"],
+          r["output_tokens_per_s"], r["requests_per_s"], r["ttft_ms"]["p50"] or 0, r["ttft_ms"]["p99"] or 0,
+          r["tpot_ms"]["p50"] or 0, r["tpot_ms"]["p99"] or 0))
+d = dict(rows)
+if "http_a" in d and "engine_c" in d:
+    h, e = d["http_a"]["output_tokens_per_s"], d["engine_c"]["output_tokens_per_s"]
+    print("HTTP overhead vs engine API at 128 concurrent: %.1f%% of throughput" % (100 * (1 - h / e)))
+EOF
