@@ -9,7 +9,11 @@
 #   bash scripts/make_bench_model.sh llama-2-7b .cache/bench_model
 #   run(command="bash scripts/serving_bench_device.sh", carry=[".devdeps", ".cache/bench_model"])
 # Env: BENCH_MODEL (model dir), BENCH_PHASES (default "a b c"), BENCH_REQUESTS (256),
-#      BENCH_PORT (8080), BENCH_SKIP_BUILD=1.
+#      BENCH_PROMPT (512), BENCH_NEW (128), BENCH_CONC_A (128), BENCH_CONC_B (16), BENCH_PORT (8080),
+#      BENCH_SKIP_BUILD=1 with BENCH_BIN=DIR (binaries, default build-gpu/bin). CPU smoke test:
+#   OPTION_DEVICE=cpu OPTION_DTYPE=fp32 OPTION_ENABLE_CUDA_GRAPH=false BENCH_SKIP_BUILD=1 \
+#   BENCH_BIN=build/bin BENCH_MODEL=../shared/models/tinystories-656k BENCH_REQUESTS=20 \
+#   BENCH_PROMPT=64 BENCH_NEW=16 BENCH_CONC_A=4 BENCH_CONC_B=2 OUT=/tmp/sb bash scripts/serving_bench_device.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build-gpu/serving-bench}
@@ -20,9 +24,18 @@ requests=${BENCH_REQUESTS:-256}
 port=${BENCH_PORT:-8080}
 [[ -f $model/config.json ]] || { echo "no $model/config.json: make it with scripts/make_bench_model.sh and carry it" >&2; exit 1; }
 
-export OPTION_DEVICE=cuda OPTION_DTYPE=fp16 OPTION_MAX_ROLLING_BATCH_SIZE=128 OPTION_MAX_TOKENS=640
-export OPTION_MAX_ROLLING_BATCH_PREFILL_TOKENS=4096 OPTION_ENABLE_CUDA_GRAPH=true
-export SERVING_JOB_QUEUE_SIZE=1000
+prompt=${BENCH_PROMPT:-512}
+new=${BENCH_NEW:-128}
+conc_a=${BENCH_CONC_A:-128}
+conc_b=${BENCH_CONC_B:-16}
+bin=${BENCH_BIN:-build-gpu/bin}
+# The benchmark's serving settings (values already in the environment win, for CPU smoke tests).
+export OPTION_DEVICE=${OPTION_DEVICE:-cuda} OPTION_DTYPE=${OPTION_DTYPE:-fp16}
+export OPTION_MAX_ROLLING_BATCH_SIZE=${OPTION_MAX_ROLLING_BATCH_SIZE:-128}
+export OPTION_MAX_TOKENS=${OPTION_MAX_TOKENS:-640}
+export OPTION_MAX_ROLLING_BATCH_PREFILL_TOKENS=${OPTION_MAX_ROLLING_BATCH_PREFILL_TOKENS:-4096}
+export OPTION_ENABLE_CUDA_GRAPH=${OPTION_ENABLE_CUDA_GRAPH:-true}
+export SERVING_JOB_QUEUE_SIZE=${SERVING_JOB_QUEUE_SIZE:-1000}
 
 { date -u; git rev-parse --short HEAD 2>/dev/null; git status --short 2>/dev/null | head -20
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
@@ -40,12 +53,23 @@ if [[ -z ${BENCH_SKIP_BUILD:-} ]]; then
     { grep -E "error|Error" "$out/build.log" | head -40; tail -n 20 "$out/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - t0 )) s"
 fi
-bin=build-gpu/bin
 
 server_pid=
+# GET a path from the server and print the body (any status); python3 so curl is not needed.
+hget() {
+  python3 -c '
+import sys, urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen("http://127.0.0.1:%s%s" % (sys.argv[1], sys.argv[2]), timeout=10).read().decode(), end="")
+except urllib.error.HTTPError as e:
+    print(e.read().decode(), end="")
+except Exception:
+    pass
+' "$port" "$1"
+}
 stop_server() {
   [[ -n $server_pid ]] || return 0
-  curl -s "localhost:$port/metrics" >"$out/metrics_final.txt" 2>/dev/null
+  hget /metrics >"$out/metrics_final.txt" 2>/dev/null
   kill -TERM "$server_pid" 2>/dev/null
   for _ in $(seq 60); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.5; done
   kill -KILL "$server_pid" 2>/dev/null
@@ -55,24 +79,24 @@ stop_server() {
 trap stop_server EXIT
 
 metrics_summary() {  # the server's own view: queue, running, KV, tokens
-  curl -s "localhost:$port/metrics" | grep -E '^lmx_(queue_depth|running_requests|kv_blocks|generated_tokens_total|prompt_tokens_total|requests_in_flight|cancelled_total|requests_total)' | head -20
+  hget /metrics | grep -E '^lmx_(queue_depth|running_requests|kv_blocks|generated_tokens_total|prompt_tokens_total|requests_in_flight|cancelled_total|requests_total)' | head -20
 }
 
 sample_metrics() {  # every 0.5 s while a phase runs: running/waiting over time
   while sleep 0.5; do
     printf '%s ' "$(date +%s.%N | cut -c1-14)"
-    curl -s "localhost:$port/metrics" | grep -E '^lmx_(queue_depth|running_requests|kv_blocks_used|generated_tokens_total) ' | awk '{printf "%s=%s ", $1, $2}'
+    hget /metrics | grep -E '^lmx_(queue_depth|running_requests|kv_blocks_used|generated_tokens_total) ' | awk '{printf "%s=%s ", $1, $2}'
     echo
   done
 }
 
 http_phase() {  # name concurrency
   local name=$1 conc=$2 sampler
-  echo "== ($name) HTTP: $requests requests, 512-token prompts, 128 new tokens, $conc concurrent"
+  echo "== ($name) HTTP: $requests requests, $prompt-token prompts, $new new tokens, $conc concurrent"
   sample_metrics >"$out/metrics_timeline_$name.txt" 2>&1 &
   sampler=$!
   timeout 240 python3 bench/serving/load_generator.py --url "http://127.0.0.1:$port" \
-    --requests "$requests" --concurrency "$conc" --prompt-tokens 512 --max-new-tokens 128 \
+    --requests "$requests" --concurrency "$conc" --prompt-tokens "$prompt" --max-new-tokens "$new" \
     --label "$name" --out "$out/http_$name.json" 2>&1 | tee "$out/http_$name.txt"
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   metrics_summary
@@ -83,26 +107,26 @@ if [[ $phases == *a* || $phases == *b* ]]; then
   $bin/lmx-server --model-dir "$model" --port "$port" >"$out/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 240); do
-    st=$(curl -s "localhost:$port/ping" || true)
+    st=$(hget /ping || true)
     [[ $st == *'"ready"'* ]] && break
     [[ $st == *failed* ]] && { echo "load failed: $st"; tail -n 30 "$out/server.log"; exit 1; }
     kill -0 "$server_pid" 2>/dev/null || { echo "server exited"; tail -n 30 "$out/server.log"; exit 1; }
     sleep 0.5
   done
-  echo "server ready after $(( $(date +%s) - t0 )) s: $(curl -s localhost:$port/ping)"
-  curl -s "localhost:$port/models"; echo
-  [[ $phases == *a* ]] && http_phase a 128
-  [[ $phases == *b* ]] && http_phase b 16
+  echo "server ready after $(( $(date +%s) - t0 )) s: $(hget /ping)"
+  hget /models; echo
+  [[ $phases == *a* ]] && http_phase a "$conc_a"
+  [[ $phases == *b* ]] && http_phase b "$conc_b"
   echo "== /metrics"
-  curl -s "localhost:$port/metrics" | tee "$out/metrics.txt" | grep -v '^#' | grep -v '_bucket{' | head -60
+  hget /metrics | tee "$out/metrics.txt" | grep -v '^#' | grep -v '_bucket{' | head -60
   stop_server
   tail -n 5 "$out/server.log"
 fi
 
 if [[ $phases == *c* ]]; then
-  echo "== (c) engine API: $requests requests, 512-token prompts, 128 new tokens, 128 concurrent"
-  timeout 240 $bin/lmx_serving_bench --model-dir "$model" --requests "$requests" --concurrency 128 \
-    --prompt-tokens 512 --max-new-tokens 128 --label c --out "$out/engine_c.json" 2>&1 |
+  echo "== (c) engine API: $requests requests, $prompt-token prompts, $new new tokens, $conc_a concurrent"
+  timeout 240 $bin/lmx_serving_bench --model-dir "$model" --requests "$requests" --concurrency "$conc_a" \
+    --prompt-tokens "$prompt" --max-new-tokens "$new" --label c --out "$out/engine_c.json" 2>&1 |
     tee "$out/engine_c.txt"
 fi
 
