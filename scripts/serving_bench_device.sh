@@ -3,7 +3,7 @@
 # lmx_serving_bench for sm_90a, serves the Llama-2-7B-shaped random-weight model and runs
 #   (a) 256 requests, 512-token prompts, 128 new tokens, 128 concurrent clients (HTTP)
 #   (b) the same with 16 concurrent clients (HTTP)
-#   (c) (a) against the engine API in-process (lmx_serving_bench, no HTTP)
+#   (c) (a) against the engine API in-process (lmx_serving_bench, no HTTP); (d) the same for (b)
 # writing JSON + logs under $OUT (or build-gpu/serving-bench). The model directory is made on the
 # dev machine (no network here) and carried:
 #   bash scripts/make_bench_model.sh llama-2-7b .cache/bench_model
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-build-gpu/serving-bench}
 mkdir -p "$out"
 model=${BENCH_MODEL:-.cache/bench_model}
-phases=${BENCH_PHASES:-a b c}
+phases=${BENCH_PHASES:-a b c d}
 requests=${BENCH_REQUESTS:-256}
 port=${BENCH_PORT:-8080}
 [[ -f $model/config.json ]] || { echo "no $model/config.json: make it with scripts/make_bench_model.sh and carry it" >&2; exit 1; }
@@ -49,8 +49,11 @@ if [[ -z ${BENCH_SKIP_BUILD:-} ]]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_WERROR=ON "${extra[@]}" >"$out/configure.log" 2>&1 ||
     { tail -n 40 "$out/configure.log"; exit 1; }
-  ninja -C build-gpu lmx-server lmx_plugin lmx_serving_bench >"$out/build.log" 2>&1 ||
+  ninja -C build-gpu lmx-server lmx_plugin >"$out/build.log" 2>&1 ||
     { grep -E "error|Error" "$out/build.log" | head -40; tail -n 20 "$out/build.log"; exit 1; }
+  # The engine-API bench separately: if it fails, the HTTP runs still happen.
+  ninja -C build-gpu lmx_serving_bench >>"$out/build.log" 2>&1 ||
+    { grep -E "error|Error" "$out/build.log" | head -20; phases=${phases//[cd]/}; }
   echo "build: $(( $(date +%s) - t0 )) s"
 fi
 
@@ -123,18 +126,21 @@ if [[ $phases == *a* || $phases == *b* ]]; then
   tail -n 5 "$out/server.log"
 fi
 
-if [[ $phases == *c* ]]; then
-  echo "== (c) engine API: $requests requests, $prompt-token prompts, $new new tokens, $conc_a concurrent"
-  timeout 240 $bin/lmx_serving_bench --model-dir "$model" --requests "$requests" --concurrency "$conc_a" \
-    --prompt-tokens "$prompt" --max-new-tokens "$new" --label c --out "$out/engine_c.json" 2>&1 |
-    tee "$out/engine_c.txt"
-fi
+engine_phase() {  # name concurrency
+  local name=$1 conc=$2
+  echo "== ($name) engine API: $requests requests, $prompt-token prompts, $new new tokens, $conc concurrent"
+  timeout 240 $bin/lmx_serving_bench --model-dir "$model" --requests "$requests" --concurrency "$conc" \
+    --prompt-tokens "$prompt" --max-new-tokens "$new" --label "$name" --out "$out/engine_$name.json" 2>&1 |
+    tee "$out/engine_$name.txt"
+}
+[[ $phases == *c* ]] && engine_phase c "$conc_a"
+[[ $phases == *d* ]] && engine_phase d "$conc_b"  # (b) without HTTP: what TPOT the engine itself gives
 
-python3 - "$out" <<'EOF' || true
+python3 - "$out" <<'EOF' 2>&1 | tee "$out/summary.txt"
 import json, os, sys
 out = sys.argv[1]
 rows = []
-for name in ("http_a", "http_b", "engine_c"):
+for name in ("http_a", "http_b", "engine_c", "engine_d"):
     p = os.path.join(out, name + ".json")
     if os.path.exists(p):
         rows.append((name, json.load(open(p))))
@@ -148,4 +154,11 @@ d = dict(rows)
 if "http_a" in d and "engine_c" in d:
     h, e = d["http_a"]["output_tokens_per_s"], d["engine_c"]["output_tokens_per_s"]
     print("HTTP overhead vs engine API at 128 concurrent: %.1f%% of throughput" % (100 * (1 - h / e)))
+if "http_b" in d and "engine_d" in d:
+    h, e = d["http_b"]["output_tokens_per_s"], d["engine_d"]["output_tokens_per_s"]
+    print("HTTP overhead vs engine API at 16 concurrent: %.1f%% of throughput" % (100 * (1 - h / e)))
 EOF
+# The device returns few files: JSON results and the summary stay, the logs go into one tarball.
+(cd "$out" && mkdir -p logs && for f in *; do
+   case $f in *.json|summary.txt|logs|logs.tar.gz) ;; *) mv "$f" logs/ ;; esac
+ done && tar czf logs.tar.gz logs && rm -rf logs)

@@ -45,7 +45,7 @@ struct Options {
   int concurrency = 128;
   int prompt_tokens = 512;
   int max_new_tokens = 128;
-  int warmup = -1;  // default min(concurrency, 32)
+  int warmup = -1;  // default: concurrency (every batch size runs once before measuring)
   std::string out;
   std::string label;
 };
@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engine ready in %.1f s\n", load_s);
     const lmx::Tokenizer& tok = engine->tokenizer();
 
-    int warmup = o.warmup < 0 ? std::min(o.concurrency, 32) : o.warmup;
+    int warmup = o.warmup < 0 ? o.concurrency : o.warmup;
     if (warmup > 0) {
       std::vector<std::vector<int32_t>> wp;
       for (int i = 0; i < warmup; ++i) wp.push_back(make_prompt(tok, o.prompt_tokens, 20000 + i));

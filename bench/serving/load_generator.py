@@ -293,7 +293,7 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--warmup", type=int, default=-1,
-                    help="warm-up requests before measuring (default: min(concurrency, 32)), same shape")
+                    help="warm-up requests before measuring (default: concurrency: fills every batch size, so CUDA graphs are captured before), same shape")
     ap.add_argument("--procs", type=int, default=0, help="client processes (default: min(8, cores))")
     ap.add_argument("--timeout", type=float, default=600.0, help="socket timeout per request, s")
     ap.add_argument("--wait", type=float, default=300.0, help="seconds to wait for /ping")
@@ -308,7 +308,7 @@ def main():
     print("prompt: %d words -> %.1f tokens (server count, target %d)" % (n_words, measured, args.prompt_tokens),
           file=sys.stderr)
 
-    warmup = min(args.concurrency, 32) if args.warmup < 0 else args.warmup
+    warmup = args.concurrency if args.warmup < 0 else args.warmup
     if warmup:
         wres, _, _ = run_phase(args, [make_prompt(n_words, 20_000 + i) for i in range(warmup)], args.concurrency)
         werr = [r["error"] for r in wres if r["error"]]
