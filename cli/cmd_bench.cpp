@@ -1,6 +1,6 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,4096]
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--graphs] [--generic] [--skinny]
-//           [--json]
+//           [--profile] [--json]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length, the decode time per step per batch size, the bandwidth a
 // decode step achieves (weights + KV read / step time) against the measured copy bandwidth, the
@@ -52,6 +52,7 @@ double decode_ms_per_step(Backend& b, int batch, int context, int steps, int max
                    tables[size_t(s)], start + n == context};
       b.forward(std::span(&c, 1), logits);
     }
+  b.take_profile();  // a profile covers the decode steps only
   std::vector<int32_t> next(size_t(batch), 7);
   std::vector<BatchChunk> chunks(static_cast<size_t>(batch));
   std::vector<double> times;
@@ -88,7 +89,7 @@ double prefill_ms(Backend& b, int n) {
 int run_bench(int argc, char** argv) {
   const Args args(argc, argv,
                   {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context", "--steps"},
-                  {"--json", "--verbose", "--graphs", "--generic", "--skinny"});
+                  {"--json", "--verbose", "--graphs", "--generic", "--skinny", "--profile"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
   const auto prefills = Args::parse_int_list("--prefill", args.get("--prefill").value_or("512,4096"));
@@ -105,6 +106,8 @@ int run_bench(int argc, char** argv) {
   o.cuda_graphs = args.has("--graphs");
   o.fused = !args.has("--generic");
   o.skinny_gemv = args.has("--skinny");
+  o.profile = args.has("--profile");
+  if (o.profile && o.cuda_graphs) throw_error("--profile times eager steps: leave out --graphs");
   const int bs = o.kv_block_size;
   o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs),
                          long((max_prefill + bs - 1) / bs));
@@ -144,9 +147,15 @@ int run_bench(int argc, char** argv) {
     backend->forward(std::span(&c, 1), logits);
     out["time_to_first_token_from_process_start_ms"] = ms_since(kProcessStart);
   }
-  for (int n : prefills) out["prefill_ms"][std::to_string(n)] = prefill_ms(*backend, n);
+  backend->take_profile();
+  for (int n : prefills) {
+    out["prefill_ms"][std::to_string(n)] = prefill_ms(*backend, n);
+    if (o.profile) out["profile"]["prefill_" + std::to_string(n)] = backend->take_profile();
+  }
   for (int b : batches) {
+    backend->take_profile();
     const double ms = decode_ms_per_step(*backend, b, context, steps, o.max_step_tokens);
+    if (o.profile) out["profile"]["decode_" + std::to_string(b)] = backend->take_profile();
     const double kv_bytes = double(b) * (context + steps / 2) * d.num_layers * 2.0 * d.kv_size() * elem;
     const double gbps = (weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9;
     out["decode"][std::to_string(b)] = {{"ms_per_step", ms}, {"achieved_gbps", gbps},
@@ -169,6 +178,13 @@ int run_bench(int argc, char** argv) {
     std::printf("decode batch %3s, context %d: %7.2f ms/step, %6.0f GB/s (%.0f%% of copy), %8.0f tok/s\n",
                 b.c_str(), context, r["ms_per_step"].get<double>(), r["achieved_gbps"].get<double>(),
                 100 * r["fraction_of_copy_bandwidth"].get<double>(), r["output_tokens_per_s"].get<double>());
+  if (o.profile)  // per op, ms per step
+    for (auto& [phase, ops] : out["profile"].items()) {
+      std::printf("%s:", phase.c_str());
+      for (auto& [op, v] : ops.items())
+        std::printf(" %s %.3f", op.c_str(), v["ms"].get<double>() / v["steps"].get<double>());
+      std::printf(" (ms/step)\n");
+    }
   std::printf("peak GPU memory %.2f GiB; first token %.0f ms after process start\n",
               out["peak_gpu_memory_gib"].get<double>(),
               out["time_to_first_token_from_process_start_ms"].get<double>());

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/model/decoder_desc.h"
 
 namespace lmx {
@@ -36,6 +38,10 @@ class Backend {
   // Runs the chunks, appending their K/V to the cache, and writes the logits of every chunk with
   // compute_logits, in chunk order: logits is resized to [count, vocab] fp32, host.
   virtual void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) = 0;
+
+  // Per-op time accumulated since the last call, when the backend was built to profile
+  // ({"op": {"ms": total, "steps": n}}); empty otherwise. Resets the counters.
+  virtual nlohmann::json take_profile() { return nlohmann::json::object(); }
 };
 
 }  // namespace lmx

@@ -64,6 +64,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -89,6 +90,7 @@ class CudaBackend final : public Backend {
                                    cudaMemcpyDeviceToHost, stream_));
     LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
     LMX_CUDA_CHECK(cudaGetLastError());
+    collect_marks();
   }
 
  private:
@@ -96,6 +98,40 @@ class CudaBackend final : public Backend {
   static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
 
   static constexpr int kGraphContextMin = 512;
+
+  // Profiling: an event before each op class; the time to the next event is that op's.
+  void mark(const char* label) {
+    if (!opts_.profile || capturing_) return;
+    if (marks_.size() == events_.size()) {
+      cudaEvent_t e;
+      LMX_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    LMX_CUDA_CHECK(cudaEventRecord(events_[marks_.size()], stream_));
+    marks_.push_back(label);
+  }
+
+  // After the step's synchronization: fold the marks into the per-op totals.
+  void collect_marks() {
+    for (size_t i = 0; i + 1 < marks_.size(); ++i) {
+      float ms = 0;
+      LMX_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+      profile_[marks_[i]] += ms;
+    }
+    if (!marks_.empty()) ++profiled_steps_;
+    marks_.clear();
+  }
+
+ public:
+  nlohmann::json take_profile() override {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [op, ms] : profile_) out[op] = {{"ms", ms}, {"steps", profiled_steps_}};
+    profile_.clear();
+    profiled_steps_ = 0;
+    return out;
+  }
+
+ private:
 
   bool skinny(int M, int K) const {
     return opts_.skinny_gemv && !std::is_same_v<T, float> && k::skinny_supported(M, K);
@@ -114,11 +150,14 @@ class CudaBackend final : public Backend {
     const int32_t* d = meta_.get();
     const int n = m.tokens, H = desc_.hidden_size;
     layout_.max_blocks_per_seq = m.max_blocks;
+    mark("embedding");
     k::embedding<T>(d + m.ids, w_.embed.get(), d + m.pos, ptr(w_.position_embed), x_.get(), n, H,
                     stream_);
     for (int l = 0; l < desc_.num_layers; ++l) run_layer(l, m, d);
     // Final norm (adding the last MLP output), gather the rows that need logits, LM head in fp32.
+    mark("final_norm");
     norm(x_.get(), delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
+    mark("lm_head");
     k::gather_rows<T>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
     if (skinny(m.logit_rows, H))
       k::skinny_linear_f32_out<T>(gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
@@ -126,6 +165,7 @@ class CudaBackend final : public Backend {
     else
       k::linear_f32_out<T>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
                            desc_.vocab_size, H, stream_);
+    mark("");  // end of the step
   }
 
   // Smallest captured batch size that holds `seqs` decode tokens.
@@ -150,9 +190,12 @@ class CudaBackend final : public Backend {
     }
     cudaGraph_t graph = nullptr;
     LMX_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    capturing_ = true;
     try {
       run_step(m);
+      capturing_ = false;
     } catch (...) {
+      capturing_ = false;
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
       throw;
@@ -194,8 +237,11 @@ class CudaBackend final : public Backend {
     const bool gated = desc_.mlp == MlpKind::Gated;
 
     // Attention block. The previous layer's MLP output joins the residual inside the norm.
+    mark("norm");
     norm(x_.get(), l == 0 ? nullptr : delta_.get(), L.attn_norm_w, L.attn_norm_b, h_.get(), n);
+    mark("qkv_proj");
     linear(h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H);
+    mark("rope_kv_write");
     const bool rotary = desc_.positions == PositionKind::Rotary;
     const T* qkv_bias = ptr(L.qkv_b);
     if (!opts_.fused && qkv_bias) {  // generic path: the bias as its own kernel
@@ -205,13 +251,18 @@ class CudaBackend final : public Backend {
     k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos, rotary ? inv_freq_.get() : nullptr,
                         rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
                         v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
+    mark("attention");
     attention(l, m, d);
+    mark("o_proj");
     linear(attn_.get(), L.o_w.get(), delta_.get(), n, H, Q);
     if (!L.o_b.empty()) k::bias_add<T>(delta_.get(), L.o_b.get(), nullptr, delta_.get(), n, H, stream_);
 
     // MLP block.
+    mark("norm");
     norm(x_.get(), delta_.get(), L.mlp_norm_w, L.mlp_norm_b, h_.get(), n);
+    mark("gate_up_proj");
     linear(h_.get(), L.up_w.get(), up_.get(), n, gated ? 2 * I : I, H);
+    mark("activation");
     const T* up_bias = ptr(L.up_b);
     if (!opts_.fused && up_bias) {  // generic path: the bias as its own kernel
       k::bias_add<T>(up_.get(), up_bias, nullptr, up_.get(), n, gated ? 2 * I : I, stream_);
@@ -221,6 +272,7 @@ class CudaBackend final : public Backend {
       k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
     else
       k::bias_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
+    mark("down_proj");
     linear(act_.get(), L.down_w.get(), delta_.get(), n, H, I);
     if (!L.down_b.empty())
       k::bias_add<T>(delta_.get(), L.down_b.get(), nullptr, delta_.get(), n, H, stream_);
@@ -389,6 +441,11 @@ class CudaBackend final : public Backend {
   int32_t null_block_ = 0;  // KV block that graph padding rows read and write
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
   std::set<std::pair<int, int>> warmed_;
+  bool capturing_ = false;
+  std::vector<cudaEvent_t> events_;         // profiling
+  std::vector<std::string> marks_;
+  std::map<std::string, double> profile_;
+  long profiled_steps_ = 0;
 };
 
 template <typename T>

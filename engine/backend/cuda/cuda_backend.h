@@ -33,6 +33,9 @@ struct CudaBackendOptions {
   // Off: measured on an H100 it matched cuBLAS at 1 row (6.24 vs 6.19 ms per Llama-2-7B step)
   // and lost at 8 rows (29 vs 7 ms: it re-reads x per row); kept for the decode-GEMV work.
   bool skinny_gemv = false;
+  // Time every op class of eager steps with CUDA events (Backend::take_profile); adds a
+  // synchronization-free event per op, so keep it off when serving. Graph replays are not split.
+  bool profile = false;
   // Always use the generic attention kernel (tests compare it with the tuned ones).
   bool generic_attention = false;
 };
