@@ -1,5 +1,7 @@
 #include "properties/properties_file.h"
 
+#include "engine/core/utf8.h"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -37,24 +39,6 @@ std::size_t trailing_backslashes(std::string_view s) {
   std::size_t n = 0;
   while (n < s.size() && s[s.size() - 1 - n] == '\\') ++n;
   return n;
-}
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 struct Where {
@@ -127,7 +111,7 @@ std::string unescape(std::string_view s, const Where& at) {
           cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
           i += 6;
         }
-        append_utf8(out, cp);
+        lmx::append_utf8(out, char32_t(cp));
         break;
       }
       default:

@@ -26,11 +26,15 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 
 SampledToken Sampler::sample(std::span<float> logits, std::span<const int32_t> context) {
   const int V = int(logits.size());
-  // Log-softmax of the raw logits for the reported logprob.
-  const float max_raw = *std::max_element(logits.begin(), logits.end());
+  // Log-softmax of the raw logits for the reported logprob: one pass for the max, one for the sum
+  // (fp32 terms, fp64 accumulation); this runs for every row of every step.
+  const auto max_it = std::max_element(logits.begin(), logits.end());
+  const float max_raw = *max_it;
   double raw_sum = 0.0;
-  for (float l : logits) raw_sum += std::exp(double(l - max_raw));
+  for (float l : logits) raw_sum += std::exp(l - max_raw);
   const float log_z = max_raw + float(std::log(raw_sum));
+  if (params_.greedy && params_.repetition_penalty == 1.0f)  // the common case: no copy needed
+    return {int32_t(max_it - logits.begin()), max_raw - log_z};
   const std::vector<float> raw(logits.begin(), logits.end());
 
   if (params_.repetition_penalty != 1.0f) {

@@ -164,18 +164,19 @@ std::vector<TokenOutput> Scheduler::step() {
 }
 
 std::vector<TokenOutput> Scheduler::sample(const std::vector<Sequence*>& with_logits,
-                                           const std::vector<float>& logits) {
+                                           std::vector<float>& logits) {
   const DecoderDesc& desc = backend_.desc();
   const size_t V = size_t(desc.vocab_size);
-  std::vector<TokenOutput> outputs;
-  std::vector<uint64_t> finished;
+  std::vector<TokenOutput> outputs(with_logits.size());
+  // Rows are independent (each sequence has its own sampler): sample them in parallel, in place.
+#pragma omp parallel for schedule(dynamic) if (with_logits.size() > 1)
   for (size_t i = 0; i < with_logits.size(); ++i) {
     Sequence& s = *with_logits[i];
     const GenerationParams& p = s.request.params;
-    TokenOutput out;
+    TokenOutput& out = outputs[i];
     out.id = s.request.id;
-    std::vector<float> row(logits.begin() + ptrdiff_t(i * V), logits.begin() + ptrdiff_t((i + 1) * V));
-    if (s.generated == 0 && p.return_prompt_logits) out.prompt_logits = row;
+    std::span<float> row(logits.data() + i * V, V);
+    if (s.generated == 0 && p.return_prompt_logits) out.prompt_logits.assign(row.begin(), row.end());
     out.token = s.sampler.sample(row, s.tokens);
     s.tokens.push_back(out.token.id);
     ++s.generated;
@@ -189,10 +190,9 @@ std::vector<TokenOutput> Scheduler::sample(const std::vector<Sequence*>& with_lo
     } else if (s.generated >= p.max_new_tokens) {
       out.finished = true, out.reason = FinishReason::Length;
     }
-    if (out.finished) finished.push_back(s.request.id);
-    outputs.push_back(std::move(out));
   }
-  for (uint64_t id : finished) remove(id);
+  for (const TokenOutput& out : outputs)
+    if (out.finished) remove(out.id);
   return outputs;
 }
 

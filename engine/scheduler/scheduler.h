@@ -75,7 +75,7 @@ class Scheduler {
   bool reserve(Sequence& seq, int tokens);  // KV blocks for `tokens` positions, preempting
   void preempt_newest();
   std::vector<TokenOutput> sample(const std::vector<Sequence*>& with_logits,
-                                  const std::vector<float>& logits);
+                                  std::vector<float>& logits);
 
   Backend& backend_;
   SchedulerLimits limits_;

@@ -3,6 +3,8 @@
 // build found it (LMX_TOKENIZER_HAVE_ICU); without it those calls throw lmx::Error.
 #pragma once
 
+#include "engine/core/utf8.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,7 +13,6 @@ namespace lmx::tok {
 
 // Decodes the code point at s[i] and advances i. Malformed input yields U+FFFD and skips one byte.
 char32_t next_codepoint(std::string_view s, size_t& i);
-void append_utf8(std::string& out, char32_t cp);
 // Byte length of the UTF-8 sequence that starts with lead byte b (1 for continuation/invalid).
 inline size_t utf8_len(unsigned char b) {
   return b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 1;

@@ -76,8 +76,51 @@ TYPED_TEST(RmsNormCuda, MatchesCpuReference) {
   }
 }
 
-// cuBLAS linear vs CPU linear. Inputs are rounded to T first, so the only differences are fp32
-// summation order (fp32: 1e-5) and the rounding of the output to T (fp16 2e-3, bf16 1e-2).
+// Runs launch(dx, dw, dy, dy32) for y = x w^T of M x N x K with inputs rounded to T, and checks
+// both outputs against the CPU linear: the only differences are fp32 summation order (fp32 out:
+// 1e-5) and the rounding of the output to T (fp16 2e-3, bf16 1e-2; fp32 1e-5).
+template <typename T, typename Launch>
+void check_linear(int M, int N, int K, Launch launch) {
+  std::mt19937 rng(M * 7 + N * 3 + K);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(size_t(M) * K), w(size_t(N) * K), ref(size_t(M) * N);
+  for (float& v : x) v = float(T(d(rng)));
+  for (float& v : w) v = float(T(d(rng) * 0.05f));
+  kernels::cpu::linear(x.data(), w.data(), nullptr, ref.data(), M, N, K);
+
+  std::vector<T> hx(x.begin(), x.end()), hw(w.begin(), w.end()), hy(ref.size());
+  std::vector<float> hy32(ref.size());
+  T *dx, *dw, *dy;
+  float* dy32;
+  CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
+  CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
+  CUDA_OK(cudaMalloc(&dy, hy.size() * sizeof(T)));
+  CUDA_OK(cudaMalloc(&dy32, hy32.size() * sizeof(float)));
+  CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dy, 0xff, hy.size() * sizeof(T)));  // poison: NaN
+  CUDA_OK(cudaMemset(dy32, 0xff, hy32.size() * sizeof(float)));
+  launch(dx, dw, dy, dy32);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(hy32.data(), dy32, hy32.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(dx);
+  cudaFree(dw);
+  cudaFree(dy);
+  cudaFree(dy32);
+  double num = 0, num32 = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(float(hy[i])) && std::isfinite(hy32[i])) << "element " << i;
+    num += std::pow(float(hy[i]) - ref[i], 2);
+    num32 += std::pow(hy32[i] - ref[i], 2);
+    den += double(ref[i]) * ref[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), Dtype<T>::tol) << M << "x" << N << "x" << K;
+  EXPECT_LT(std::sqrt(num32 / den), 1e-5) << "fp32 output " << M << "x" << N << "x" << K;
+}
+
+// cuBLAS linear (T output and fp32 output) vs the CPU.
 template <typename T>
 class LinearCuda : public ::testing::Test {};
 TYPED_TEST_SUITE(LinearCuda, Types);
@@ -86,49 +129,16 @@ TYPED_TEST(LinearCuda, MatchesCpuReference) {
   REQUIRE_GPU();
   using T = TypeParam;
   kernels::cuda::GemmContext ctx;
-  for (auto [M, N, K] : {std::tuple{1, 67, 64}, {7, 4096, 128}, {83, 129, 4096}, {64, 512, 4096}}) {
-    std::mt19937 rng(M * 7 + N * 3 + K);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> x(size_t(M) * K), w(size_t(N) * K);
-    for (float& v : x) v = float(T(d(rng)));
-    for (float& v : w) v = float(T(d(rng) * 0.05f));
-    std::vector<float> ref(size_t(M) * N);
-    kernels::cpu::linear(x.data(), w.data(), nullptr, ref.data(), M, N, K);
-
-    std::vector<T> hx(x.begin(), x.end()), hw(w.begin(), w.end()), hy(ref.size());
-    std::vector<float> hy32(ref.size());
-    T *dx, *dw, *dy;
-    float* dy32;
-    CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
-    CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
-    CUDA_OK(cudaMalloc(&dy, hy.size() * sizeof(T)));
-    CUDA_OK(cudaMalloc(&dy32, hy32.size() * sizeof(float)));
-    CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(dy, 0xff, hy.size() * sizeof(T)));
-    CUDA_OK(cudaMemset(dy32, 0xff, hy32.size() * sizeof(float)));
-    kernels::cuda::linear<T>(ctx, dx, dw, dy, M, N, K, nullptr);
-    kernels::cuda::linear_f32_out<T>(ctx, dx, dw, dy32, M, N, K, nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(hy32.data(), dy32, hy32.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaFree(dx);
-    cudaFree(dw);
-    cudaFree(dy);
-    cudaFree(dy32);
-    double num = 0, num32 = 0, den = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(float(hy[i])) && std::isfinite(hy32[i])) << "element " << i;
-      num += std::pow(float(hy[i]) - ref[i], 2);
-      num32 += std::pow(hy32[i] - ref[i], 2);
-      den += double(ref[i]) * ref[i];
-    }
-    EXPECT_LT(std::sqrt(num / den), Dtype<T>::tol) << M << "x" << N << "x" << K;
-    EXPECT_LT(std::sqrt(num32 / den), 1e-5) << "fp32 output " << M << "x" << N << "x" << K;
+  for (auto shape : {std::tuple{1, 67, 64}, {7, 4096, 128}, {83, 129, 4096}, {64, 512, 4096}}) {
+    const int M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
+    check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
+      kernels::cuda::linear<T>(ctx, x, w, y, M, N, K, nullptr);
+      kernels::cuda::linear_f32_out<T>(ctx, x, w, y32, M, N, K, nullptr);
+    });
   }
 }
 
-// The skinny (decode) linear vs the CPU reference for every row count it takes, odd N and K.
+// The skinny (decode) linear for every row count it takes, odd N and K.
 template <typename T>
 class SkinnyLinearCuda : public ::testing::Test {};
 using HalfTypes = ::testing::Types<__half, __nv_bfloat16>;
@@ -138,45 +148,13 @@ TYPED_TEST(SkinnyLinearCuda, MatchesCpuReference) {
   REQUIRE_GPU();
   using T = TypeParam;
   for (int M = 1; M <= kernels::cuda::kSkinnyMaxRows; ++M)
-    for (auto [N, K] : {std::pair{67, 64}, {4096, 4104}, {129, 11008}, {32000, 512}}) {
+    for (auto shape : {std::pair{67, 64}, {4096, 4104}, {129, 11008}, {32000, 512}}) {
+      const int N = shape.first, K = shape.second;
       ASSERT_TRUE(kernels::cuda::skinny_supported(M, K));
-      std::mt19937 rng(M * 7 + N * 3 + K);
-      std::normal_distribution<float> d(0.0f, 1.0f);
-      std::vector<float> x(size_t(M) * K), w(size_t(N) * K), ref(size_t(M) * N);
-      for (float& v : x) v = float(T(d(rng)));
-      for (float& v : w) v = float(T(d(rng) * 0.05f));
-      kernels::cpu::linear(x.data(), w.data(), nullptr, ref.data(), M, N, K);
-      std::vector<T> hx(x.begin(), x.end()), hw(w.begin(), w.end()), hy(ref.size());
-      std::vector<float> hy32(ref.size());
-      T *dx, *dw, *dy;
-      float* dy32;
-      CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
-      CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
-      CUDA_OK(cudaMalloc(&dy, hy.size() * sizeof(T)));
-      CUDA_OK(cudaMalloc(&dy32, hy32.size() * sizeof(float)));
-      CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemset(dy, 0xff, hy.size() * sizeof(T)));
-      CUDA_OK(cudaMemset(dy32, 0xff, hy32.size() * sizeof(float)));
-      kernels::cuda::skinny_linear<T>(dx, dw, dy, M, N, K, nullptr);
-      kernels::cuda::skinny_linear_f32_out<T>(dx, dw, dy32, M, N, K, nullptr);
-      CUDA_OK(cudaGetLastError());
-      CUDA_OK(cudaDeviceSynchronize());
-      CUDA_OK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(T), cudaMemcpyDeviceToHost));
-      CUDA_OK(cudaMemcpy(hy32.data(), dy32, hy32.size() * sizeof(float), cudaMemcpyDeviceToHost));
-      cudaFree(dx);
-      cudaFree(dw);
-      cudaFree(dy);
-      cudaFree(dy32);
-      double num = 0, num32 = 0, den = 0;
-      for (size_t i = 0; i < ref.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(float(hy[i])) && std::isfinite(hy32[i])) << "element " << i;
-        num += std::pow(float(hy[i]) - ref[i], 2);
-        num32 += std::pow(hy32[i] - ref[i], 2);
-        den += double(ref[i]) * ref[i];
-      }
-      EXPECT_LT(std::sqrt(num / den), Dtype<T>::tol) << M << "x" << N << "x" << K;
-      EXPECT_LT(std::sqrt(num32 / den), 1e-5) << "fp32 out " << M << "x" << N << "x" << K;
+      check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
+        kernels::cuda::skinny_linear<T>(x, w, y, M, N, K, nullptr);
+        kernels::cuda::skinny_linear_f32_out<T>(x, w, y32, M, N, K, nullptr);
+      });
     }
 }
 

@@ -20,7 +20,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
-#include "tests/support/paths.h"
+#include "tests/support/parity_fixtures.h"
 #include "tests/support/checkpoint_writer.h"
 
 namespace lmx {
@@ -32,30 +32,8 @@ using json = nlohmann::json;
 #define REQUIRE_GPU() \
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
 
-const fs::path kParityDir = fs::path(LMX_FIXTURES_DIR) / "parity";
-
-std::vector<std::string> fixture_names() {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(kParityDir))
-    if (fs::exists(e.path() / "expected.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-struct Fixture {
-  json expected;
-  fs::path model_dir;
-};
-
-Fixture open_fixture(const std::string& name) {
-  Fixture f;
-  std::ifstream in(kParityDir / name / "expected.json");
-  f.expected = json::parse(in);
-  f.model_dir = f.expected.contains("model")
-                    ? testing::shared_models_dir() / f.expected["model"].get<std::string>()
-                    : kParityDir / name;
-  return f;
-}
+using testing::open_parity_fixture;
+using testing::parity_fixture_names;
 
 CudaBackendOptions options(CudaDtype dtype) {
   CudaBackendOptions o;
@@ -105,7 +83,7 @@ class CudaHfParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
   REQUIRE_GPU();
-  const Fixture f = open_fixture(GetParam());
+  const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   auto backend = make_cuda_backend(model, options(CudaDtype::F32));
   for (const json& c : f.expected["cases"]) {
@@ -126,7 +104,7 @@ TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
 
 TEST_P(CudaHfParity, HalfPrecisionTopOneOnClearSteps) {
   REQUIRE_GPU();
-  const Fixture f = open_fixture(GetParam());
+  const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   for (auto [dtype, margin, tol] : {std::tuple{CudaDtype::F16, 0.1, 2e-2}, {CudaDtype::BF16, 0.3, 1e-1}}) {
     auto backend = make_cuda_backend(model, options(dtype));
@@ -155,7 +133,7 @@ TEST_P(CudaHfParity, HalfPrecisionTopOneOnClearSteps) {
 // for a ragged batch of 3 (bucket 4: one padding row) on the fused and the generic path.
 TEST_P(CudaHfParity, GraphsMatchEagerInABatch) {
   REQUIRE_GPU();
-  const Fixture f = open_fixture(GetParam());
+  const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   std::vector<GenerationRequest> requests;
   for (const json& c : f.expected["cases"]) {
@@ -181,13 +159,8 @@ TEST_P(CudaHfParity, GraphsMatchEagerInABatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaHfParity, ::testing::ValuesIn(fixture_names()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaHfParity, ::testing::ValuesIn(parity_fixture_names()),
+                         testing::ParityNamePrinter());
 
 // Tuned attention kernels (head_dim 64 / 128) through the whole backend: against the generic
 // kernel in the same dtype (fp16: only the attention kernels differ, so 5e-3 relative L2 and the

@@ -17,7 +17,7 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
-#include "tests/support/paths.h"
+#include "tests/support/parity_fixtures.h"
 
 namespace lmx {
 namespace {
@@ -25,32 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kParityDir = fs::path(LMX_FIXTURES_DIR) / "parity";
-
-std::vector<std::string> fixture_names() {
-  std::vector<std::string> names;
-  if (!fs::is_directory(kParityDir)) return names;
-  for (const auto& e : fs::directory_iterator(kParityDir))
-    if (fs::exists(e.path() / "expected.json")) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-struct Fixture {
-  json expected;
-  fs::path model_dir;
-};
-
-Fixture open_fixture(const std::string& name) {
-  Fixture f;
-  std::ifstream in(kParityDir / name / "expected.json");
-  f.expected = json::parse(in);
-  // Real models keep only expected.json here; their weights are in ../shared/models.
-  f.model_dir = f.expected.contains("model")
-                    ? testing::shared_models_dir() / f.expected["model"].get<std::string>()
-                    : kParityDir / name;
-  return f;
-}
+using testing::open_parity_fixture;
+using testing::parity_fixture_names;
 
 std::vector<GenerationRequest> greedy_requests(const json& cases, bool with_logits) {
   std::vector<GenerationRequest> requests;
@@ -73,7 +49,7 @@ std::unique_ptr<Backend> backend_for(const LoadedModel& m, int sequences, int to
 class HfParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfParity, GreedyTokensAndLogitsAlone) {
-  const Fixture f = open_fixture(GetParam());
+  const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   EXPECT_EQ(model.desc.architecture, f.expected["architecture"].get<std::string>());
   const auto requests = greedy_requests(f.expected["cases"], true);
@@ -97,7 +73,7 @@ TEST_P(HfParity, GreedyTokensAndLogitsAlone) {
 }
 
 TEST_P(HfParity, RaggedBatchMatchesEachPromptAlone) {
-  const Fixture f = open_fixture(GetParam());
+  const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   const auto requests = greedy_requests(f.expected["cases"], false);
   int longest = 0;
@@ -111,20 +87,15 @@ TEST_P(HfParity, RaggedBatchMatchesEachPromptAlone) {
         << "prompt " << i << " inside a batch of " << results.size();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(fixture_names()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(parity_fixture_names()),
+                         testing::ParityNamePrinter());
 
 // Guards against an empty parameter list silently running nothing: every family must be covered.
 TEST(HfParityCoverage, EveryArchitectureHasFixtures) {
   std::set<std::string> archs;
-  for (const auto& name : fixture_names()) archs.insert(open_fixture(name).expected["architecture"]);
+  for (const auto& name : parity_fixture_names()) archs.insert(open_parity_fixture(name).expected["architecture"]);
   for (const char* a : {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"})
-    EXPECT_TRUE(archs.count(a)) << "no parity fixture for " << a << " in " << kParityDir;
+    EXPECT_TRUE(archs.count(a)) << "no parity fixture for " << a << " in " << testing::parity_dir();
 }
 
 }  // namespace
