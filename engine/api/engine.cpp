@@ -83,7 +83,7 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
 }
 
 struct ActiveRequest {
-  UpdateCallback on_update;
+  std::shared_ptr<const UpdateCallback> on_update;  // shared with queued deliveries
   StreamDecoder decoder;
   StopSequenceMatcher stops;
   int prompt_tokens = 0;
@@ -108,6 +108,7 @@ class EngineImpl final : public Engine {
         started_(Clock::now()) {
     spdlog::info("engine ready: {} on {} ({}), {}", model_.desc.architecture, backend_->name(),
                  path_name(), path_reason());
+    delivery_ = std::thread([this] { run_deliveries(); });
     worker_ = std::thread([this] { run(); });
   }
 
@@ -189,6 +190,12 @@ class EngineImpl final : public Engine {
       wake_.notify_one();
     }
     if (worker_.joinable()) worker_.join();
+    {
+      std::lock_guard lock(delivery_mutex_);
+      delivery_stop_ = true;
+      delivery_wake_.notify_one();
+    }
+    if (delivery_.joinable()) delivery_.join();  // after every queued update was delivered
   }
 
  private:
@@ -229,7 +236,7 @@ class EngineImpl final : public Engine {
     u.prompt_tokens = a.prompt_tokens;
     u.generated_tokens = a.generated;
     forget(id);  // before the final update: cancel() answers false once the caller has it
-    deliver(a, u);
+    deliver(a, std::move(u));
     active_.erase(it);
   }
 
@@ -238,13 +245,37 @@ class EngineImpl final : public Engine {
     live_.erase(id);
   }
 
-  static void deliver(ActiveRequest& a, const RequestUpdate& u) {
-    try {
-      a.on_update(u);
-    } catch (const std::exception& e) {
-      spdlog::error("update callback of request {} threw: {}", u.id, e.what());
+  // Updates go to the delivery thread, which runs the callbacks in order while the worker
+  // already computes the next step (a host formatting each token, as the plugin does, then
+  // costs no decode time).
+  void deliver(const ActiveRequest& a, RequestUpdate u) {
+    std::lock_guard lock(delivery_mutex_);
+    deliveries_.push_back({a.on_update, std::move(u)});
+    delivery_wake_.notify_one();
+  }
+
+  void run_deliveries() {
+    std::deque<Delivery> batch;
+    for (;;) {
+      {
+        std::unique_lock lock(delivery_mutex_);
+        delivery_wake_.wait(lock, [&] { return delivery_stop_ || !deliveries_.empty(); });
+        if (deliveries_.empty()) return;  // stopping and flushed
+        batch.swap(deliveries_);
+      }
+      for (Delivery& d : batch) {
+        try {
+          (*d.callback)(d.update);
+        } catch (const std::exception& e) {
+          spdlog::error("update callback of request {} threw: {}", d.update.id, e.what());
+        } catch (...) {
+          spdlog::error("update callback of request {} threw", d.update.id);
+        }
+      }
+      batch.clear();
     }
   }
+
 
   // Moves new requests into the scheduler and applies cancellations; false when the worker is
   // done (stopping and nothing left).
@@ -260,7 +291,8 @@ class EngineImpl final : public Engine {
 
     for (Pending& p : incoming) {
       const int prompt_tokens = int(p.request.prompt.size());
-      active_.emplace(p.id, ActiveRequest{std::move(p.on_update), StreamDecoder(tokenizer_, true),
+      active_.emplace(p.id, ActiveRequest{std::make_shared<const UpdateCallback>(std::move(p.on_update)),
+                                          StreamDecoder(tokenizer_, true),
                                           StopSequenceMatcher(std::move(p.stop_sequences)),
                                           prompt_tokens, 0});
       try {
@@ -301,9 +333,10 @@ class EngineImpl final : public Engine {
       u.finished = true;
       u.finish_status = out.reason;
     }
-    if (u.finished) forget(out.id);
-    deliver(a, u);
-    if (u.finished) active_.erase(it);
+    const bool finished = u.finished;
+    if (finished) forget(out.id);
+    deliver(a, std::move(u));
+    if (finished) active_.erase(it);
   }
 
   void run() {
@@ -344,6 +377,16 @@ class EngineImpl final : public Engine {
   Scheduler scheduler_;  // worker thread only (validate() is immutable and used by callers)
   std::unordered_map<uint64_t, ActiveRequest> active_;  // worker thread only
   std::thread worker_;
+
+  struct Delivery {
+    std::shared_ptr<const UpdateCallback> callback;
+    RequestUpdate update;
+  };
+  std::mutex delivery_mutex_;  // guards deliveries_ and delivery_stop_
+  std::condition_variable delivery_wake_;
+  std::deque<Delivery> deliveries_;
+  bool delivery_stop_ = false;
+  std::thread delivery_;
   Clock::time_point started_;
 
   mutable std::mutex mutex_;  // guards everything below

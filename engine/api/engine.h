@@ -6,9 +6,11 @@
 //                                 [](const lmx::RequestUpdate& u) { ... });
 //   engine->cancel(id);
 //
-// Updates for one request arrive in order on the engine's worker thread; the callback must not
-// block (hand the update to your own queue). The last update has finished == true, always, also
-// after cancel(), an error or shutdown(): nothing is lost silently.
+// Updates for one request arrive in order on the engine's delivery thread (one thread for all
+// requests, beside the worker that runs the model); a callback must not block (hand the update
+// to your own queue): a slow callback delays every request's updates, not the model. The last
+// update has finished == true, always, also after cancel(), an error or shutdown(): nothing is
+// lost silently.
 #pragma once
 
 #include <cstdint>
