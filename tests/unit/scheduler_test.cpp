@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/cpu_backend.h"
+#if LMX_HAVE_CUDA_BACKEND
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 #include "engine/core/error.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
@@ -50,16 +53,36 @@ std::map<uint64_t, std::vector<int32_t>> drain(Scheduler& s, const std::function
   return tokens;
 }
 
-class SchedulerTest : public ::testing::Test {
+// Every test runs on the CPU backend and, where a GPU is present, on the CUDA backend in fp32
+// (whose greedy ids equal transformers' too).
+class SchedulerTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+#if LMX_HAVE_CUDA_BACKEND
+    if (GetParam() == "cuda" && !cuda_device_available())
+      GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device";
+#endif
+  }
+
   std::unique_ptr<Backend> backend(int blocks, int block_size = 4) {
+#if LMX_HAVE_CUDA_BACKEND
+    if (GetParam() == "cuda") {
+      CudaBackendOptions o;
+      o.dtype = CudaDtype::F32;
+      o.kv_block_size = block_size;
+      o.kv_blocks = blocks;
+      o.max_step_tokens = 512;
+      o.max_sequences = 16;
+      return make_cuda_backend(model_, o);
+    }
+#endif
     return make_cpu_backend(model_, {block_size, blocks});
   }
   LoadedModel model_ = load_model(kFixture);
   std::vector<Case> cases_ = cases();
 };
 
-TEST_F(SchedulerTest, ChunkedPrefillUnderSmallBudgetMatchesHf) {
+TEST_P(SchedulerTest, ChunkedPrefillUnderSmallBudgetMatchesHf) {
   auto b = backend(256);
   Scheduler s(*b, {.max_running = 8, .max_step_tokens = 5});  // 33-token prompt -> 7 chunks
   for (size_t i = 0; i < cases_.size(); ++i) s.add(greedy(i, cases_[i]));
@@ -67,7 +90,7 @@ TEST_F(SchedulerTest, ChunkedPrefillUnderSmallBudgetMatchesHf) {
   for (size_t i = 0; i < cases_.size(); ++i) EXPECT_EQ(out.at(i), cases_[i].expected) << i;
 }
 
-TEST_F(SchedulerTest, RequestsJoinWhileOthersDecode) {
+TEST_P(SchedulerTest, RequestsJoinWhileOthersDecode) {
   auto b = backend(256);
   Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
   s.add(greedy(0, cases_[0]));
@@ -78,7 +101,7 @@ TEST_F(SchedulerTest, RequestsJoinWhileOthersDecode) {
   for (size_t i = 0; i < cases_.size(); ++i) EXPECT_EQ(out.at(i), cases_[i].expected) << i;
 }
 
-TEST_F(SchedulerTest, MaxRunningCapsTheBatch) {
+TEST_P(SchedulerTest, MaxRunningCapsTheBatch) {
   auto b = backend(256);
   Scheduler s(*b, {.max_running = 1, .max_step_tokens = 64});
   for (size_t i = 0; i < cases_.size(); ++i) s.add(greedy(i, cases_[i]));
@@ -91,7 +114,7 @@ TEST_F(SchedulerTest, MaxRunningCapsTheBatch) {
 
 // 15 blocks of 4 = 60 tokens for 3 sequences needing 25 + 31 + 57: sequences must be preempted
 // and recomputed, and still produce HF's tokens; every request finishes.
-TEST_F(SchedulerTest, PreemptionUnderTinyKvCapacityLosesNothing) {
+TEST_P(SchedulerTest, PreemptionUnderTinyKvCapacityLosesNothing) {
   auto b = backend(15);
   Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
   for (size_t i = 0; i < cases_.size(); ++i) s.add(greedy(i, cases_[i]));
@@ -101,7 +124,7 @@ TEST_F(SchedulerTest, PreemptionUnderTinyKvCapacityLosesNothing) {
   EXPECT_EQ(s.stats().kv_blocks_used, 0);
 }
 
-TEST_F(SchedulerTest, RequestLargerThanTheWholeCacheIsRejected) {
+TEST_P(SchedulerTest, RequestLargerThanTheWholeCacheIsRejected) {
   auto b = backend(4);  // 16 tokens
   Scheduler s(*b, {});
   try {
@@ -113,7 +136,7 @@ TEST_F(SchedulerTest, RequestLargerThanTheWholeCacheIsRejected) {
   }
 }
 
-TEST_F(SchedulerTest, CancelFreesBlocksAtOnceOthersUnaffected) {
+TEST_P(SchedulerTest, CancelFreesBlocksAtOnceOthersUnaffected) {
   auto b = backend(64);
   Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
   s.add(greedy(0, cases_[2]));
@@ -131,7 +154,7 @@ TEST_F(SchedulerTest, CancelFreesBlocksAtOnceOthersUnaffected) {
   EXPECT_EQ(rest, expected);
 }
 
-TEST_F(SchedulerTest, GreedyIsIndependentOfSampledNeighbours) {
+TEST_P(SchedulerTest, GreedyIsIndependentOfSampledNeighbours) {
   auto b = backend(256);
   Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
   s.add(greedy(0, cases_[1]));
@@ -145,7 +168,7 @@ TEST_F(SchedulerTest, GreedyIsIndependentOfSampledNeighbours) {
   EXPECT_EQ(out.at(0), cases_[1].expected);
 }
 
-TEST_F(SchedulerTest, SeededSamplingIsReproducibleInAnyBatch) {
+TEST_P(SchedulerTest, SeededSamplingIsReproducibleInAnyBatch) {
   auto sampled = [&](bool busy) {
     auto b = backend(256);
     Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
@@ -159,7 +182,7 @@ TEST_F(SchedulerTest, SeededSamplingIsReproducibleInAnyBatch) {
   EXPECT_EQ(sampled(false), sampled(true));
 }
 
-TEST_F(SchedulerTest, EosStopsUnlessIgnored) {
+TEST_P(SchedulerTest, EosStopsUnlessIgnored) {
   auto b = backend(256);
   Scheduler s(*b, {});
   SchedulerRequest r = greedy(0, cases_[1]);
@@ -173,6 +196,12 @@ TEST_F(SchedulerTest, EosStopsUnlessIgnored) {
   EXPECT_TRUE(outs.back().finished);
   EXPECT_EQ(outs.back().reason, FinishReason::StopSequence);
 }
+
+#if LMX_HAVE_CUDA_BACKEND
+INSTANTIATE_TEST_SUITE_P(Backends, SchedulerTest, ::testing::Values("cpu", "cuda"));
+#else
+INSTANTIATE_TEST_SUITE_P(Backends, SchedulerTest, ::testing::Values("cpu"));
+#endif
 
 }  // namespace
 }  // namespace lmx
