@@ -92,6 +92,9 @@ void paged_attention_prefill(const T* q, int q_stride, const T* k_cache, const T
                              int max_q_len, T* out, int heads, float scale, int window,
                              const PagedKvLayout& layout, cudaStream_t stream);
 
+// Head dims the tuned decode / prefill kernels are compiled for.
+constexpr bool tuned_attention_head_dim(int d) { return d == 64 || d == 80 || d == 96 || d == 128; }
+
 // Generic path for any head_dim <= 256 (e.g. 8, 16, 32, 48) and T = float too: one warp per
 // (token, head), online softmax. Same metadata as the CPU reference; slow but exact in fp32.
 size_t constexpr kGenericAttentionMaxHeadDim = 256;

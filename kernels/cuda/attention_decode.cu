@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/head_dim_dispatch.cuh"
 
 namespace lmx::kernels::cuda {
 namespace {
@@ -350,22 +351,11 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
       s.keys = (per + kTileKeys - 1) / kTileKeys * kTileKeys;
     }
   }
-#define LMX_DECODE_CASE(D_)                                                                       \
-  case D_:                                                                                        \
-    launch<T, D_>(q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, \
-                  heads, scale, window, layout, s, workspace, stream);                            \
-    break;
-  switch (layout.head_dim) {
-    LMX_DECODE_CASE(64)
-    LMX_DECODE_CASE(80)
-    LMX_DECODE_CASE(96)
-    LMX_DECODE_CASE(128)
-    default:
-      throw std::invalid_argument("paged_attention_decode: head_dim " +
-                                  std::to_string(layout.head_dim) +
-                                  " not supported (64, 80, 96, 128)");
-  }
-#undef LMX_DECODE_CASE
+  dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {
+    launch<T, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+                                    token_pos, out, tokens, heads, scale, window, layout, s,
+                                    workspace, stream);
+  });
 }
 
 #define LMX_INSTANTIATE(T)                                                                        \

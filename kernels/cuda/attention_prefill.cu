@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/head_dim_dispatch.cuh"
 
 namespace lmx::kernels::cuda {
 namespace {
@@ -391,22 +392,11 @@ void paged_attention_prefill(const T* q, int q_stride, const T* k_cache, const T
                              int max_q_len, T* out, int heads, float scale, int window,
                              const PagedKvLayout& layout, cudaStream_t stream) {
   if (num_seqs <= 0 || max_q_len <= 0 || heads <= 0) return;
-#define LMX_PREFILL_CASE(D_)                                                               \
-  case D_:                                                                                 \
-    launch<T, D_>(q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, cu_q, \
-                  num_seqs, max_q_len, out, heads, scale, window, layout, stream);         \
-    break;
-  switch (layout.head_dim) {
-    LMX_PREFILL_CASE(64)
-    LMX_PREFILL_CASE(80)
-    LMX_PREFILL_CASE(96)
-    LMX_PREFILL_CASE(128)
-    default:
-      throw std::invalid_argument("paged_attention_prefill: head_dim " +
-                                  std::to_string(layout.head_dim) +
-                                  " not supported (64, 80, 96, 128)");
-  }
-#undef LMX_PREFILL_CASE
+  dispatch_head_dim(layout.head_dim, "paged_attention_prefill", [&](auto dim) {
+    launch<T, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+                                    token_pos, cu_q, num_seqs, max_q_len, out, heads, scale,
+                                    window, layout, stream);
+  });
 }
 
 #define LMX_INSTANTIATE(T)                                                               \

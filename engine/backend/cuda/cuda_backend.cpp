@@ -34,8 +34,6 @@ kernels::ActivationKind to_kernel(Activation a) {
   return kernels::ActivationKind::Silu;
 }
 
-bool tuned_head_dim(int d) { return d == 64 || d == 80 || d == 96 || d == 128; }
-
 template <typename T>
 constexpr bool kTunedAttention = !std::is_same_v<T, float>;
 
@@ -286,7 +284,7 @@ class CudaBackend final : public Backend {
     const T* kc = k_cache_[size_t(l)].get();
     const T* vc = v_cache_[size_t(l)].get();
     if constexpr (kTunedAttention<T>) {
-      if (!opts_.generic_attention && tuned_head_dim(desc_.head_dim) && QKV % 8 == 0) {
+      if (!opts_.generic_attention && k::tuned_attention_head_dim(desc_.head_dim) && QKV % 8 == 0) {
         if (m.max_chunk == 1)
           k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
                                        attn_.get(), m.tokens, desc_.num_heads, scale, window,
