@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/backend/activation_kind.h"
 #include "engine/backend/rope.h"
 #include "engine/core/error.h"
 #include "kernels/activation.h"
@@ -27,16 +28,6 @@ struct CpuLayer {
 const float* ptr_or_null(const Buffer& b) { return b.empty() ? nullptr : b.data(); }
 
 Buffer load(const WeightRef& ref) { return ref.present() ? materialize_f32(ref) : Buffer{}; }
-
-kernels::ActivationKind to_kernel(Activation a) {
-  switch (a) {
-    case Activation::Silu: return kernels::ActivationKind::Silu;
-    case Activation::GeluTanh: return kernels::ActivationKind::GeluTanh;
-    case Activation::GeluExact: return kernels::ActivationKind::GeluExact;
-    case Activation::Relu: return kernels::ActivationKind::Relu;
-  }
-  return kernels::ActivationKind::Silu;
-}
 
 class CpuBackend final : public Backend {
  public:

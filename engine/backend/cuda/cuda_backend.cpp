@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/activation_kind.h"
 #include "engine/backend/rope.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
@@ -23,16 +24,6 @@ namespace lmx {
 namespace {
 
 namespace k = kernels::cuda;
-
-kernels::ActivationKind to_kernel(Activation a) {
-  switch (a) {
-    case Activation::Silu: return kernels::ActivationKind::Silu;
-    case Activation::GeluTanh: return kernels::ActivationKind::GeluTanh;
-    case Activation::GeluExact: return kernels::ActivationKind::GeluExact;
-    case Activation::Relu: return kernels::ActivationKind::Relu;
-  }
-  return kernels::ActivationKind::Silu;
-}
 
 template <typename T>
 constexpr bool kTunedAttention = !std::is_same_v<T, float>;
@@ -82,7 +73,7 @@ class CudaBackend final : public Backend {
       run_graph(m);
     else
       run_step(m);
-    const int rows = int(chunks.size()) < m.logit_rows && bucket ? int(chunks.size()) : m.logit_rows;
+    const int rows = bucket ? int(chunks.size()) : m.logit_rows;  // graph padding rows dropped
     logits.resize(size_t(rows) * desc_.vocab_size);
     LMX_CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_.get(), logits.size() * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream_));
