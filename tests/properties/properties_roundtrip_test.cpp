@@ -9,29 +9,12 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "engine/core/utf8.h"
 #include "properties/properties_file.h"
 
 namespace {
 
 using lmx::properties::PropertiesFile;
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Code points the generator draws from: separators, escape-worthy ASCII, 2/3/4-byte UTF-8.
 const std::vector<std::uint32_t> kAlphabet = {
@@ -63,7 +46,7 @@ std::string escape(std::uint32_t cp, bool is_key, bool first, bool unicode_escap
   }
   std::string out;
   if (cp < 0x80 || !unicode_escape) {
-    append_utf8(out, cp);
+    lmx::append_utf8(out, char32_t(cp));
   } else if (cp < 0x10000) {
     out = fmt::format("\\u{:04X}", cp);
   } else {
@@ -93,7 +76,7 @@ TEST(PropertiesRoundTrip, StoreEscapedEntriesParseBack) {
       const int key_len = 1 + pick(6);
       for (int i = 0; i < key_len; ++i) {
         const std::uint32_t cp = kAlphabet[static_cast<std::size_t>(pick(int(kAlphabet.size())))];
-        append_utf8(key, cp);
+        lmx::append_utf8(key, char32_t(cp));
         tokens.push_back(escape(cp, true, i == 0, pick(2) == 0));
       }
       tokens.push_back(separators[pick(6)]);
@@ -101,7 +84,7 @@ TEST(PropertiesRoundTrip, StoreEscapedEntriesParseBack) {
       const int value_len = pick(8);
       for (int i = 0; i < value_len; ++i) {
         const std::uint32_t cp = kAlphabet[static_cast<std::size_t>(pick(int(kAlphabet.size())))];
-        append_utf8(value, cp);
+        lmx::append_utf8(value, char32_t(cp));
         tokens.push_back(escape(cp, false, i == 0, pick(2) == 0));
       }
       expected.emplace_back(key, value);
