@@ -53,15 +53,19 @@ double decode_ms_per_step(Backend& b, int batch, int context, int steps, int max
       b.forward(std::span(&c, 1), logits);
     }
   b.take_profile();  // a profile covers the decode steps only
+  // A step is what serving does: the forward and a greedy draw on the device, ids back.
   std::vector<int32_t> next(size_t(batch), 7);
   std::vector<BatchChunk> chunks(static_cast<size_t>(batch));
+  const std::vector<SampleSpec> greedy(size_t(batch), SampleSpec{SamplingParams{}.row(0, 0), {}});
+  std::vector<SampledToken> drawn(static_cast<size_t>(batch));
   std::vector<double> times;
   for (int step = 0; step < steps; ++step) {
     for (int s = 0; s < batch; ++s)
       chunks[size_t(s)] = {std::span(&next[size_t(s)], 1), context + step, tables[size_t(s)], true};
     const auto t = Clock::now();
-    b.forward(chunks, logits);
+    b.forward_sample(chunks, greedy, drawn);
     times.push_back(ms_since(t));
+    for (int s = 0; s < batch; ++s) next[size_t(s)] = drawn[size_t(s)].id;
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];

@@ -40,7 +40,7 @@ SamplingParams sampling_from(const Args& args) {
   s.temperature = float(args.get_double("--temperature").value_or(1.0));
   s.top_k = int(args.get_int("--top-k").value_or(0));
   s.top_p = float(args.get_double("--top-p").value_or(1.0));
-  s.seed = uint64_t(args.get_int("--seed").value_or(0));
+  if (auto seed = args.get_int("--seed")) s.seed = uint64_t(*seed);  // else a random one
   s.repetition_penalty = float(args.get_double("--repetition-penalty").value_or(1.0));
   s.validate();
   return s;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/generate/sampling.h"
 #include "engine/model/decoder_desc.h"
 
 namespace lmx {
@@ -20,6 +21,12 @@ struct BatchChunk {
   int start_position = 0;                // position of tokens[0] = tokens already in the cache
   std::span<const int32_t> block_table;  // KV blocks covering start_position + tokens.size()
   bool compute_logits = true;            // logits of the chunk's last token
+};
+
+// The draw for one logits row (the i-th chunk with compute_logits, in chunk order).
+struct SampleSpec {
+  kernels::SamplingRow params;
+  std::span<const int32_t> history;  // ids the repetition penalty applies to (prompt + generated)
 };
 
 struct KvCacheShape {
@@ -38,6 +45,13 @@ class Backend {
   // Runs the chunks, appending their K/V to the cache, and writes the logits of every chunk with
   // compute_logits, in chunk order: logits is resized to [count, vocab] fp32, host.
   virtual void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) = 0;
+
+  // Runs the chunks and draws one token per logits row (kernels/sampling.h: the same draw on
+  // every backend), so only ids and log-probs leave the device. rows and out have one entry per
+  // chunk with compute_logits. When `logits` is given it also receives the rows, as forward().
+  // The default samples forward()'s host logits with the CPU kernel.
+  virtual void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
+                              std::span<SampledToken> out, std::vector<float>* logits = nullptr);
 
   // Per-op time accumulated since the last call, when the backend was built to profile
   // ({"op": {"ms": total, "steps": n}}); empty otherwise. Resets the counters.

@@ -1,11 +1,14 @@
-// Per-request sampling: repetition penalty, then temperature, top-k and top-p (the order of
-// Hugging Face's logits processors), then a draw from a seeded generator, or argmax when greedy.
+// Per-request sampling parameters and what a draw returns. The draw itself is one function of
+// (logits, parameters, seed, step) shared by every backend: kernels/sampling.h (repetition
+// penalty, then temperature, top-k and top-p in Hugging Face's processor order, then a
+// counter-based Gumbel-max draw, or argmax when greedy), so a request draws the same tokens alone
+// or inside any batch, and a preempted sequence recomputed later draws them again.
 #pragma once
 
 #include <cstdint>
-#include <random>
-#include <span>
-#include <vector>
+#include <optional>
+
+#include "kernels/sampling.h"
 
 namespace lmx {
 
@@ -15,28 +18,17 @@ struct SamplingParams {
   int top_k = 0;                    // 0 = off
   float top_p = 1.0f;               // (0, 1]
   float repetition_penalty = 1.0f;  // > 0; 1 = off
-  uint64_t seed = 0;
+  std::optional<uint64_t> seed = std::nullopt;  // unset: the scheduler picks one per request
 
-  void validate() const;  // throws lmx::Error naming the parameter and the allowed range
+  void validate() const;  // throws lmx::RequestError naming the parameter and the allowed range
+
+  // The kernel's row for draw number `step` (tokens generated so far) with the resolved seed.
+  kernels::SamplingRow row(uint64_t resolved_seed, uint64_t step) const;
 };
 
 struct SampledToken {
   int32_t id;
   float logprob;  // log-softmax of the model's raw logits at `id`
-};
-
-class Sampler {
- public:
-  explicit Sampler(const SamplingParams& params);
-
-  // `logits` [vocab] are modified in place. `context` = prompt + generated ids (for the penalty).
-  SampledToken sample(std::span<float> logits, std::span<const int32_t> context);
-
- private:
-  SamplingParams params_;
-  std::mt19937_64 rng_;
-  std::vector<int32_t> order_;  // scratch
-  std::vector<float> probs_;
 };
 
 }  // namespace lmx

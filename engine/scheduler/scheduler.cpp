@@ -8,7 +8,7 @@ namespace lmx {
 
 struct Scheduler::Sequence {
   SchedulerRequest request;
-  Sampler sampler;
+  uint64_t seed = 0;            // the request's, or one the scheduler picked
   std::vector<int32_t> tokens;  // prompt + generated
   std::vector<int32_t> blocks;  // KV block table
   int cached = 0;               // leading tokens whose K/V are in the cache
@@ -55,9 +55,9 @@ void Scheduler::validate(const SchedulerRequest& r) const {
 
 void Scheduler::add(SchedulerRequest request) {
   validate(request);
-  Sampler sampler(request.params.sampling);
+  const uint64_t seed = request.params.sampling.seed.value_or(seeds_());
   auto seq = std::make_unique<Sequence>(
-      Sequence{std::move(request), std::move(sampler), {}, {}, 0, 0, arrivals_++});
+      Sequence{std::move(request), seed, {}, {}, 0, 0, arrivals_++});
   seq->tokens = seq->request.prompt;
   waiting_.push_back(std::move(seq));
 }
@@ -157,27 +157,35 @@ std::vector<TokenOutput> Scheduler::step() {
     return step();
   }
 
+  // One draw per sequence that completed its pending tokens: draw number `generated` of its seed.
+  std::vector<SampleSpec> specs;
+  bool want_logits = false;
+  for (Sequence* s : with_logits) {
+    const GenerationParams& p = s->request.params;
+    specs.push_back({p.sampling.row(s->seed, uint64_t(s->generated)), s->tokens});
+    want_logits |= s->generated == 0 && p.return_prompt_logits;
+  }
+  std::vector<SampledToken> tokens(specs.size());
   std::vector<float> logits;
-  backend_.forward(chunks, logits);
+  backend_.forward_sample(chunks, specs, tokens, want_logits ? &logits : nullptr);
   for (auto [seq, n] : planned) seq->cached += n;
-  return sample(with_logits, logits);
+  return finish(with_logits, tokens, logits);
 }
 
-std::vector<TokenOutput> Scheduler::sample(const std::vector<Sequence*>& with_logits,
-                                           std::vector<float>& logits) {
+std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_logits,
+                                           std::span<const SampledToken> tokens,
+                                           std::span<const float> logits) {
   const DecoderDesc& desc = backend_.desc();
   const size_t V = size_t(desc.vocab_size);
   std::vector<TokenOutput> outputs(with_logits.size());
-  // Rows are independent (each sequence has its own sampler): sample them in parallel, in place.
-#pragma omp parallel for schedule(dynamic) if (with_logits.size() > 1)
   for (size_t i = 0; i < with_logits.size(); ++i) {
     Sequence& s = *with_logits[i];
     const GenerationParams& p = s.request.params;
     TokenOutput& out = outputs[i];
     out.id = s.request.id;
-    std::span<float> row(logits.data() + i * V, V);
-    if (s.generated == 0 && p.return_prompt_logits) out.prompt_logits.assign(row.begin(), row.end());
-    out.token = s.sampler.sample(row, s.tokens);
+    if (s.generated == 0 && p.return_prompt_logits)
+      out.prompt_logits.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
+    out.token = tokens[i];
     s.tokens.push_back(out.token.id);
     ++s.generated;
     const auto in = [&](const auto& list) {

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <random>
+#include <span>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -74,8 +76,10 @@ class Scheduler {
 
   bool reserve(Sequence& seq, int tokens);  // KV blocks for `tokens` positions, preempting
   void preempt_newest();
-  std::vector<TokenOutput> sample(const std::vector<Sequence*>& with_logits,
-                                  std::vector<float>& logits);
+  // Appends each drawn token to its sequence and decides whether it finished.
+  std::vector<TokenOutput> finish(const std::vector<Sequence*>& with_logits,
+                                  std::span<const SampledToken> tokens,
+                                  std::span<const float> logits);
 
   Backend& backend_;
   SchedulerLimits limits_;
@@ -84,6 +88,7 @@ class Scheduler {
   std::deque<SequencePtr> waiting_;   // preempted sequences go back to the front
   long preemptions_ = 0;
   uint64_t arrivals_ = 0;
+  std::mt19937_64 seeds_{std::random_device{}()};  // for requests without a seed
 };
 
 }  // namespace lmx

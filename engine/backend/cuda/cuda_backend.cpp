@@ -11,6 +11,7 @@
 
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/activation_kind.h"
+#include "engine/backend/sample_rows.h"
 #include "engine/backend/rope.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
@@ -19,6 +20,7 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/rope_kv.h"
+#include "kernels/sampling.h"
 
 namespace lmx {
 namespace {
@@ -62,24 +64,42 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
 
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
-    const bool decode_only = std::all_of(chunks.begin(), chunks.end(), [](const BatchChunk& c) {
-      return c.tokens.size() == 1 && c.compute_logits;
-    });
-    const int bucket = opts_.cuda_graphs && decode_only ? graph_bucket(int(chunks.size())) : 0;
-    const StepMeta m = bucket ? plan(chunks, bucket, kGraphContextMin) : plan(chunks, 0, 0);
-    LMX_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), m.packed.data(), m.packed.size() * sizeof(int32_t),
-                                   cudaMemcpyHostToDevice, stream_));
-    if (bucket)
-      run_graph(m);
-    else
-      run_step(m);
-    const int rows = bucket ? int(chunks.size()) : m.logit_rows;  // graph padding rows dropped
-    logits.resize(size_t(rows) * desc_.vocab_size);
-    LMX_CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_.get(), logits.size() * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream_));
-    LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    LMX_CUDA_CHECK(cudaGetLastError());
-    collect_marks();
+    const int rows = enqueue(chunks);
+    download_logits(rows, logits);
+    finish_step();
+  }
+
+  // The step, then the draw on the GPU: only ids and log-probs come back (plus the logits rows
+  // when asked for).
+  void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> specs,
+                      std::span<SampledToken> out, std::vector<float>* logits) override {
+    if (specs.size() != out.size())
+      throw_error("forward_sample: {} sampling rows but {} outputs", specs.size(), out.size());
+    const int rows = enqueue(chunks);
+    if (size_t(rows) != specs.size())
+      throw_error("forward_sample: {} sampling rows for {} logits rows", specs.size(), rows);
+    if (logits) download_logits(rows, *logits);
+    const PackedSampleRows p = pack_sample_rows(specs);
+    if (p.has_history() && size_t(rows) * p.prev_stride > sample_prev_.size())
+      throw_error("repetition-penalty histories of {} x {} ids exceed their buffer ({} ids)", rows,
+                  p.prev_stride, sample_prev_.size());
+    mark("sampling");
+    upload(p.params, sample_params_.get());
+    if (p.has_history()) {
+      upload(p.prev_ids, sample_prev_.get());
+      upload(p.prev_len, sample_len_.get());
+    }
+    k::sample(logits_.get(), rows, desc_.vocab_size, sample_params_.get(),
+              p.has_history() ? sample_prev_.get() : nullptr, p.prev_stride,
+              p.has_history() ? sample_len_.get() : nullptr, sample_ids_.get(),
+              sample_logprobs_.get(), stream_);
+    mark("");
+    std::vector<int32_t> ids(size_t(rows), 0);
+    std::vector<float> logprobs(size_t(rows), 0.0f);
+    download(sample_ids_.get(), ids);
+    download(sample_logprobs_.get(), logprobs);
+    finish_step();
+    for (int i = 0; i < rows; ++i) out[size_t(i)] = {ids[size_t(i)], logprobs[size_t(i)]};
   }
 
  private:
@@ -87,6 +107,45 @@ class CudaBackend final : public Backend {
   static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
 
   static constexpr int kGraphContextMin = 512;
+
+  // Plans the step, copies its metadata and enqueues it (graph replay for decode-only steps when
+  // graphs are on). Returns the number of real logits rows (graph padding rows excluded).
+  int enqueue(std::span<const BatchChunk> chunks) {
+    const bool decode_only = std::all_of(chunks.begin(), chunks.end(), [](const BatchChunk& c) {
+      return c.tokens.size() == 1 && c.compute_logits;
+    });
+    const int bucket = opts_.cuda_graphs && decode_only ? graph_bucket(int(chunks.size())) : 0;
+    const StepMeta m = bucket ? plan(chunks, bucket, kGraphContextMin) : plan(chunks, 0, 0);
+    upload(m.packed, meta_.get());
+    if (bucket)
+      run_graph(m);
+    else
+      run_step(m);
+    return bucket ? int(chunks.size()) : m.logit_rows;
+  }
+
+  void download_logits(int rows, std::vector<float>& logits) {
+    logits.resize(size_t(rows) * desc_.vocab_size);
+    download(logits_.get(), logits);
+  }
+
+  template <typename U>
+  void upload(const std::vector<U>& host, U* device) {
+    LMX_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(U),
+                                   cudaMemcpyHostToDevice, stream_));
+  }
+  template <typename U>
+  void download(const U* device, std::vector<U>& host) {
+    LMX_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, host.size() * sizeof(U),
+                                   cudaMemcpyDeviceToHost, stream_));
+  }
+
+  // Waits for the step and its copies, then folds the profiling marks.
+  void finish_step() {
+    LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    LMX_CUDA_CHECK(cudaGetLastError());
+    collect_marks();
+  }
 
   // Profiling: an event before each op class; the time to the next event is that op's.
   void mark(const char* label) {
@@ -103,6 +162,7 @@ class CudaBackend final : public Backend {
   // After the step's synchronization: fold the marks into the per-op totals.
   void collect_marks() {
     for (size_t i = 0; i + 1 < marks_.size(); ++i) {
+      if (marks_[i].empty()) continue;  // between a step's end and the next op: not an op
       float ms = 0;
       LMX_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
       profile_[marks_[i]] += ms;
@@ -375,6 +435,11 @@ class CudaBackend final : public Backend {
     act_ = DeviceBuffer<T_>(tok * I);
     gathered_ = DeviceBuffer<T_>(S * H);
     logits_ = DeviceBuffer<float>(S * size_t(desc_.vocab_size));
+    sample_params_ = DeviceBuffer<kernels::SamplingRow>(S);
+    sample_prev_ = DeviceBuffer<int32_t>(S * size_t(desc_.max_position_embeddings));
+    sample_len_ = DeviceBuffer<int32_t>(S);
+    sample_ids_ = DeviceBuffer<int32_t>(S);
+    sample_logprobs_ = DeviceBuffer<float>(S);
     max_blocks_ = desc_.max_position_embeddings / opts_.kv_block_size + 1;
     meta_ = DeviceBuffer<int32_t>(3 * tok + S * size_t(max_blocks_) + 2 * S + 1);
     if constexpr (kTunedAttention<T_>)
@@ -424,6 +489,10 @@ class CudaBackend final : public Backend {
   std::vector<DeviceBuffer<T>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_heads, head_dim]
   DeviceBuffer<T> x_, h_, delta_, qkv_, attn_, up_, act_, gathered_;
   DeviceBuffer<float> logits_;
+  DeviceBuffer<kernels::SamplingRow> sample_params_;  // [S] the step's draws
+  DeviceBuffer<int32_t> sample_prev_, sample_len_;    // [S, positions], [S] penalty histories
+  DeviceBuffer<int32_t> sample_ids_;                  // [S] drawn ids
+  DeviceBuffer<float> sample_logprobs_;               // [S]
   DeviceBuffer<int32_t> meta_;
   DeviceBuffer<char> workspace_;
   int max_blocks_ = 1;     // block-table width of graph steps (the model's whole context)

@@ -1,0 +1,49 @@
+#include "engine/backend/sample_rows.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "kernels/sampling.h"
+
+namespace lmx {
+
+PackedSampleRows pack_sample_rows(std::span<const SampleSpec> rows) {
+  PackedSampleRows p;
+  p.params.reserve(rows.size());
+  size_t stride = 0;
+  for (const SampleSpec& r : rows) {
+    p.params.push_back(r.params);
+    if (r.params.repetition_penalty != 1.0f) stride = std::max(stride, r.history.size());
+  }
+  if (stride == 0) return p;
+  p.prev_stride = int(stride);
+  p.prev_ids.assign(rows.size() * stride, -1);
+  p.prev_len.assign(rows.size(), 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].params.repetition_penalty == 1.0f) continue;
+    std::copy(rows[i].history.begin(), rows[i].history.end(), p.prev_ids.begin() + i * stride);
+    p.prev_len[i] = int32_t(rows[i].history.size());
+  }
+  return p;
+}
+
+void Backend::forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
+                             std::span<SampledToken> out, std::vector<float>* logits) {
+  if (rows.size() != out.size())
+    throw_error("forward_sample: {} sampling rows but {} outputs", rows.size(), out.size());
+  std::vector<float> local;
+  std::vector<float>& l = logits ? *logits : local;
+  forward(chunks, l);
+  const size_t V = size_t(desc().vocab_size);
+  if (l.size() != rows.size() * V)
+    throw_error("forward_sample: {} sampling rows for {} logits rows", rows.size(), l.size() / V);
+  const PackedSampleRows p = pack_sample_rows(rows);
+  std::vector<int32_t> ids(rows.size());
+  std::vector<float> logprobs(rows.size());
+  kernels::cpu::sample(l.data(), int(rows.size()), int(V), p.params.data(),
+                       p.has_history() ? p.prev_ids.data() : nullptr, p.prev_stride,
+                       p.has_history() ? p.prev_len.data() : nullptr, ids.data(), logprobs.data());
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = {ids[i], logprobs[i]};
+}
+
+}  // namespace lmx

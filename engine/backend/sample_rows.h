@@ -1,0 +1,24 @@
+// Host-side packing of a step's sampling rows into the arrays kernels/sampling.h takes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+namespace lmx {
+
+struct PackedSampleRows {
+  std::vector<kernels::SamplingRow> params;  // [n]
+  // Repetition-penalty histories, only when some row has a penalty (else empty):
+  std::vector<int32_t> prev_ids;  // [n, prev_stride]
+  std::vector<int32_t> prev_len;  // [n]; 0 for rows without a penalty
+  int prev_stride = 0;
+
+  bool has_history() const { return !prev_len.empty(); }
+};
+
+PackedSampleRows pack_sample_rows(std::span<const SampleSpec> rows);
+
+}  // namespace lmx
