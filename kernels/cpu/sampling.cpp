@@ -82,13 +82,21 @@ void sampling_probs(const float* logits, int vocab, const SamplingRow& p, const 
 void sample(const float* logits, int n, int vocab, const SamplingRow* params,
             const int32_t* prev_ids, int prev_stride, const int32_t* prev_len, int32_t* out_ids,
             float* out_logprob) {
+  // Rows are independent: one thread each.
+#pragma omp parallel for schedule(dynamic) if (n > 1)
   for (int r = 0; r < n; ++r) {
     const float* row = logits + size_t(r) * vocab;
     const SamplingRow& p = params[r];
-    const float max_raw = *std::max_element(row, row + vocab);
+    const float* max_it = std::max_element(row, row + vocab);
+    const float max_raw = *max_it;
     double sum = 0.0;
     for (int i = 0; i < vocab; ++i) sum += std::exp(double(row[i] - max_raw));
     const float log_z = max_raw + float(std::log(sum));
+    if (p.greedy && p.repetition_penalty == 1.0f) {  // the common case: no copy
+      out_ids[r] = int32_t(max_it - row);
+      out_logprob[r] = max_raw - log_z;
+      continue;
+    }
 
     std::vector<float> y = penalized(row, vocab, p.repetition_penalty,
                                      prev_ids ? prev_ids + size_t(r) * prev_stride : nullptr,
