@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sums Nsight Compute kernel durations of the last decode step in a `ncu --csv` log.
 
-A step starts at the embedding kernel; the last step is everything from the last embedding launch
+A step starts at the embedding kernel followed by a norm; the last step is everything from the last embedding launch
 on. Prints ms per kernel name (shortened) and the total, largest first.
 Usage: ncu_step_summary.py ncu.csv
 """
@@ -12,6 +12,8 @@ import sys
 
 
 def short(name: str) -> str:
+    name = name.replace("(anonymous namespace)", "").replace("<unnamed>", "")
+    name = re.sub(r"^void ", "", name)
     name = re.sub(r"\(.*", "", name)        # drop the parameter list
     name = re.sub(r"<.*", "", name)          # and template arguments
     return name.split("::")[-1][:60]
@@ -28,7 +30,10 @@ def main(path: str) -> None:
         unit = r["Metric Unit"]
         ns = value * {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6}.get(unit, 1)
         rows.append((r["Kernel Name"], ns))
-    starts = [i for i, (n, _) in enumerate(rows) if "embedding" in n]
+    # The embedding kernel also gathers the logits rows before the LM head; a step's embedding
+    # is the one followed by the first layer's norm.
+    starts = [i for i, (n, _) in enumerate(rows[:-1])
+              if "embedding" in n and "norm" in rows[i + 1][0]]
     if not starts:
         sys.exit("no embedding kernel found: is this a decode log?")
     step = rows[starts[-1]:]

@@ -6,8 +6,10 @@ namespace {
 
 using namespace detail;
 
-// One block per token. Work units of a token: for each of the heads + kv_heads q/k heads,
-// `half` rotary pairs then head_dim - rotary_dim pass-through dims; then kv_size v dims.
+// Grid (tokens, unit blocks): blockIdx.x = token, one thread per work unit. Work units of a
+// token: for each of the heads + kv_heads q/k heads, `half` rotary pairs then
+// head_dim - rotary_dim pass-through dims; then kv_size v dims. Spreading a token's units over
+// blocks keeps a decode step of one token from running on a single SM.
 template <typename T>
 __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict__ bias,
                                      const int32_t* __restrict__ token_pos,
@@ -30,7 +32,8 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
   const int per_head = D - half;
   const int qk_units = (heads + L.kv_heads) * per_head;
   const int units = qk_units + kv_size;
-  for (int u = threadIdx.x; u < units; u += blockDim.x) {
+  const int u = blockIdx.y * blockDim.x + threadIdx.x;
+  if (u < units) {
     if (u < qk_units) {
       const int h = u / per_head, r = u - h * per_head;
       const int base = h * D;  // column of this head (k heads follow the q heads)
@@ -84,8 +87,9 @@ void rope_write_kv(T* qkv, int qkv_stride, const T* qkv_bias, const int32_t* tok
   if (!inv_freq) rotary_dim = 0;
   const int units = (heads + layout.kv_heads) * (layout.head_dim - rotary_dim / 2) +
                     layout.kv_heads * layout.head_dim;
-  const int threads = std::min(512, (units + 31) / 32 * 32);
-  rope_write_kv_kernel<T><<<tokens, threads, 0, stream>>>(qkv, qkv_stride, qkv_bias, token_pos,
+  const int threads = std::min(256, (units + 31) / 32 * 32);
+  const dim3 grid(unsigned(tokens), unsigned((units + threads - 1) / threads));
+  rope_write_kv_kernel<T><<<grid, threads, 0, stream>>>(qkv, qkv_stride, qkv_bias, token_pos,
                                                           inv_freq, rotary_dim, heads, k_cache,
                                                           v_cache, block_tables, token_seq,
                                                           layout);
