@@ -44,8 +44,12 @@ void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, i
                     cudaStream_t stream);
 
 // Decode-shaped linear (M <= kSkinnyMaxRows rows; T = __half or __nv_bfloat16; K % 8 == 0,
-// 16-byte aligned rows): a weight-streaming kernel that keeps the memory system busy where a
-// general GEMM leaves bandwidth unused. Same math as linear (fp32 accumulation).
+// 16-byte aligned x and w; any N): a weight-streaming kernel that keeps the memory system busy
+// where a general GEMM leaves bandwidth unused. Same math as linear (fp32 accumulation, k summed
+// in a different order). One launch, no allocation, no synchronization: graph-capturable (the
+// first call in a process queries the SM count and occupancy once and caches them). 8 rows is
+// the tensor-core tile's width, not a tuning choice. Design: kernels/cuda/gemv.cu; speed against
+// cuBLAS: bench/kernels/gemv_bench.cu.
 constexpr int kSkinnyMaxRows = 8;
 bool skinny_supported(int M, int K);
 template <typename T>

@@ -138,7 +138,12 @@ TYPED_TEST(LinearCuda, MatchesCpuReference) {
   }
 }
 
-// The skinny (decode) linear for every row count it takes, odd N and K.
+// The skinny (decode) linear for every row count it takes, odd N and K. The kernel works in
+// tiles of 16 rows and k-steps of 32 (4 chunks of 8), 8 warps a block splitting the steps, 8
+// steps a warp iteration: N = 1, 7 (part of one tile), 33, 67, 129, 1000 (a ragged last tile),
+// 4096, 32000 (one and ~8 tiles a block on an H100); K = 8, 40 (fewer steps than warps, a
+// partial step), 64, 512 (a partial iteration), 4096 + 8 (a partial last step), 11008 (Llama's
+// down_proj: a partial last iteration).
 template <typename T>
 class SkinnyLinearCuda : public ::testing::Test {};
 using HalfTypes = ::testing::Types<__half, __nv_bfloat16>;
@@ -148,7 +153,8 @@ TYPED_TEST(SkinnyLinearCuda, MatchesCpuReference) {
   REQUIRE_GPU();
   using T = TypeParam;
   for (int M = 1; M <= kernels::cuda::kSkinnyMaxRows; ++M)
-    for (auto shape : {std::pair{67, 64}, {4096, 4104}, {129, 11008}, {32000, 512}}) {
+    for (auto shape : {std::pair{1, 8}, {7, 40}, {33, 4104}, {67, 64}, {1000, 11008},
+                       {4096, 4104}, {129, 11008}, {32000, 512}}) {
       const int N = shape.first, K = shape.second;
       ASSERT_TRUE(kernels::cuda::skinny_supported(M, K));
       check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {

@@ -1,0 +1,272 @@
+// Microbenchmark of the decode linear y[M, N] = x[M, K] · w[N, K]^T: cuBLAS (kernels::cuda::linear,
+// what the backend runs by default) against the skinny GEMV (kernels::cuda::skinny_linear,
+// kernels/cuda/gemv.cu) at Llama-2-7B shapes for M = 1, 2, 4, 8.
+//   GB/s = weight bytes (N x K x sizeof(T)) / time; x and y are < 0.3% of the bytes at M <= 8.
+//   The ceiling: a pure streaming read of 1 GiB measured at start on this device (an H100 SXM
+//   reads ~3.0-3.2 TB/s; its device-to-device copy measures 3.0 TB/s, read + write).
+//   Every call reads another copy of the weights (>= 4 copies, >= 256 MB a shape), so the 50 MB
+//   L2 never holds them: the numbers are HBM numbers.
+// Times: CUDA events around `iters` back-to-back calls after a warm-up, divided by iters. That
+// includes the gap between consecutive kernels (of the order of 1 us, which matters at o_proj's
+// ~12 us); Nsight Compute's per-kernel duration excludes it. --graph times the same calls
+// captured in one CUDA graph, as decode runs them.
+// The last column checks the skinny output against cuBLAS's: max |difference| / max |cuBLAS|
+// (fp16 output rounding: ~1e-3; bf16: ~8e-3; fp32 output of the LM head: ~1e-6).
+// Usage: lmx_bench_gemv [--iters N (200)] [--dtype fp16|bf16 (fp16)] [--graph]
+// Tuning variants of the kernel (compile-time knobs at the top of kernels/cuda/gemv.cu), built
+// stand-alone from the repository root in a few seconds each:
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I. -DLMX_GEMV_WARPS=8 -DLMX_GEMV_STEPS=4 \
+//     -DLMX_GEMV_MIN_BLOCKS=3 bench/kernels/gemv_bench.cu kernels/cuda/gemv.cu \
+//     kernels/cuda/gemm.cu -lcublas -o /tmp/gemv_8_4_3
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "kernels/gemm.h"
+
+namespace k = lmx::kernels::cuda;
+
+namespace {
+
+#define CHECK(expr)                                                                              \
+  do {                                                                                           \
+    const cudaError_t e_ = (expr);                                                               \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+int g_iters = 200;
+bool g_graph = false;
+cudaStream_t g_stream = nullptr;
+
+struct Shape {
+  const char* name;
+  int N, K;
+  bool f32_out;  // the LM head writes fp32 logits
+};
+// Llama-2-7B: hidden 4096, intermediate 11008, vocab 32000.
+constexpr Shape kShapes[] = {{"qkv", 12288, 4096, false},
+                             {"o_proj", 4096, 4096, false},
+                             {"gate_up", 22016, 4096, false},
+                             {"down", 4096, 11008, false},
+                             {"lm_head", 32000, 4096, true}};
+constexpr size_t kMinRotationBytes = size_t(256) << 20;  // > 5x the 50 MB L2
+
+// Uniform values in [-1, 1) from a hash of the index.
+template <typename T>
+__global__ void fill_uniform(T* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed ^ uint32_t(i >> 32) * 40503u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    h *= 3266489917u;
+    h ^= h >> 16;
+    p[i] = T(float(h) * (2.0f / 4294967296.0f) - 1.0f);
+  }
+}
+
+template <typename T>
+T* alloc_random(size_t n, uint32_t seed) {
+  T* p = nullptr;
+  CHECK(cudaMalloc(&p, n * sizeof(T)));
+  fill_uniform<T><<<1024, 256, 0, g_stream>>>(p, n, seed);
+  CHECK(cudaGetLastError());
+  return p;
+}
+
+// Pure streaming read: every thread XORs four 16-byte loads an iteration (grid-stride).
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint4* sink) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  uint4 acc = make_uint4(0, 0, 0, 0);
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride),
+                d = __ldcs(p + i + 3 * stride);
+    acc.x ^= a.x ^ b.x ^ c.x ^ d.x, acc.y ^= a.y ^ b.y ^ c.y ^ d.y;
+    acc.z ^= a.z ^ b.z ^ c.z ^ d.z, acc.w ^= a.w ^ b.w ^ c.w ^ d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = __ldcs(p + i);
+    acc.x ^= a.x, acc.y ^= a.y, acc.z ^= a.z, acc.w ^= a.w;
+  }
+  if ((acc.x & acc.y & acc.z & acc.w) == 0xffffffffu) *sink = acc;  // keeps the loads
+}
+
+double read_ceiling_gbs() {
+  const size_t bytes = size_t(1) << 30, n = bytes / 16;
+  uint4* p = nullptr;
+  uint4* sink = nullptr;
+  CHECK(cudaMalloc(&p, bytes));
+  CHECK(cudaMalloc(&sink, 16));
+  CHECK(cudaMemsetAsync(p, 0x5a, bytes, g_stream));
+  int dev = 0, sms = 0, per_sm = 0;
+  CHECK(cudaGetDevice(&dev));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_kernel, 256, 0));
+  const int grid = sms * per_sm;
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  read_kernel<<<grid, 256, 0, g_stream>>>(p, n, sink);
+  CHECK(cudaEventRecord(a, g_stream));
+  const int reps = 20;
+  for (int r = 0; r < reps; ++r) read_kernel<<<grid, 256, 0, g_stream>>>(p, n, sink);
+  CHECK(cudaEventRecord(b, g_stream));
+  CHECK(cudaEventSynchronize(b));
+  CHECK(cudaGetLastError());
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaFree(p);
+  cudaFree(sink);
+  return double(bytes) * reps / (ms * 1e6);
+}
+
+// Microseconds per call of call(i), i = 0, 1, ... (the call picks its weight copy from i).
+double time_us(const std::function<void(int)>& call, int copies) {
+  for (int i = 0; i < 2 * copies; ++i) call(i);  // warm-up (and cuBLAS's heuristics cache)
+  CHECK(cudaGetLastError());
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  cudaGraphExec_t exec = nullptr;
+  if (g_graph) {
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < g_iters; ++i) call(i);
+    CHECK(cudaStreamEndCapture(g_stream, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaGraphLaunch(exec, g_stream));  // warm-up of the graph itself
+  }
+  CHECK(cudaEventRecord(a, g_stream));
+  if (g_graph) {
+    CHECK(cudaGraphLaunch(exec, g_stream));
+  } else {
+    for (int i = 0; i < g_iters; ++i) call(i);
+  }
+  CHECK(cudaEventRecord(b, g_stream));
+  CHECK(cudaEventSynchronize(b));
+  CHECK(cudaGetLastError());
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  if (exec) cudaGraphExecDestroy(exec);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return 1e3 * ms / g_iters;
+}
+
+// max |a - b| / max |b| over n device values of type U.
+template <typename U>
+double rel_diff(const U* da, const U* db, size_t n) {
+  std::vector<U> a(n), b(n);
+  CHECK(cudaMemcpy(a.data(), da, n * sizeof(U), cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(b.data(), db, n * sizeof(U), cudaMemcpyDeviceToHost));
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = double(float(a[i])), y = double(float(b[i]));
+    if (!std::isfinite(x)) return INFINITY;
+    diff = std::max(diff, std::fabs(x - y));
+    ref = std::max(ref, std::fabs(y));
+  }
+  return ref > 0 ? diff / ref : diff;
+}
+
+template <typename T>
+void run_shape(const Shape& s, double ceiling) {
+  const size_t elems = size_t(s.N) * s.K, bytes = elems * sizeof(T);
+  const int copies = int(std::max<size_t>(4, (kMinRotationBytes + bytes - 1) / bytes));
+  T* w = alloc_random<T>(elems * copies, 1234u + uint32_t(s.N));
+  T* x = alloc_random<T>(size_t(k::kSkinnyMaxRows) * s.K, 77u);
+  const size_t out = size_t(k::kSkinnyMaxRows) * s.N;
+  T *y_ref = nullptr, *y = nullptr;
+  float *y32_ref = nullptr, *y32 = nullptr;
+  CHECK(cudaMalloc(&y_ref, out * sizeof(T)));
+  CHECK(cudaMalloc(&y, out * sizeof(T)));
+  CHECK(cudaMalloc(&y32_ref, out * sizeof(float)));
+  CHECK(cudaMalloc(&y32, out * sizeof(float)));
+  k::GemmContext ctx;
+  for (int M : {1, 2, 4, 8}) {
+    auto weights = [&](int i) { return w + size_t(i % copies) * elems; };
+    auto cublas = [&](int i) {
+      if (s.f32_out)
+        k::linear_f32_out<T>(ctx, x, weights(i), y32_ref, M, s.N, s.K, g_stream);
+      else
+        k::linear<T>(ctx, x, weights(i), y_ref, M, s.N, s.K, g_stream);
+    };
+    auto skinny = [&](int i) {
+      if (s.f32_out)
+        k::skinny_linear_f32_out<T>(x, weights(i), y32, M, s.N, s.K, g_stream);
+      else
+        k::skinny_linear<T>(x, weights(i), y, M, s.N, s.K, g_stream);
+    };
+    const double t_cublas = time_us(cublas, copies), t_skinny = time_us(skinny, copies);
+    cublas(0);
+    skinny(0);
+    CHECK(cudaStreamSynchronize(g_stream));
+    const size_t n = size_t(M) * s.N;
+    const double diff = s.f32_out ? rel_diff(y32, y32_ref, n) : rel_diff(y, y_ref, n);
+    const double g_cublas = bytes / (t_cublas * 1e3), g_skinny = bytes / (t_skinny * 1e3);
+    std::printf("%-8s %6d %6d %2d %7.1f | %8.2f %7.0f | %8.2f %7.0f %5.1f%% | %5.2fx | %.1e\n",
+                s.name, s.N, s.K, M, bytes / 1e6, t_cublas, g_cublas, t_skinny, g_skinny,
+                100.0 * g_skinny / ceiling, t_cublas / t_skinny, diff);
+    std::fflush(stdout);
+  }
+  cudaFree(w), cudaFree(x), cudaFree(y_ref), cudaFree(y), cudaFree(y32_ref), cudaFree(y32);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool bf16 = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
+      g_iters = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--dtype") && i + 1 < argc) {
+      const char* d = argv[++i];
+      if (std::strcmp(d, "fp16") && std::strcmp(d, "bf16")) {
+        std::fprintf(stderr, "--dtype: fp16 or bf16, not %s\n", d);
+        return 2;
+      }
+      bf16 = !std::strcmp(d, "bf16");
+    } else if (!std::strcmp(argv[i], "--graph")) {
+      g_graph = true;
+    } else {
+      std::fprintf(stderr, "usage: lmx_bench_gemv [--iters N] [--dtype fp16|bf16] [--graph]\n");
+      return 2;
+    }
+  }
+  CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double ceiling = read_ceiling_gbs();
+  std::printf(
+      "device: %s, %d SMs; streaming read of 1 GiB: %.0f GB/s; dtype %s; %d calls a "
+      "timing, %s; weights rotate over >= 4 copies (>= 256 MB)\n",
+      prop.name, prop.multiProcessorCount, ceiling, bf16 ? "bf16" : "fp16", g_iters,
+      g_graph ? "one CUDA graph" : "stream launches");
+  std::printf("%-8s %6s %6s %2s %7s | %8s %7s | %8s %7s %6s | %6s | %s\n", "shape", "N", "K", "M",
+              "MB", "cuBLAS", "GB/s", "skinny", "GB/s", "%read", "speed", "max rel diff");
+  for (const Shape& s : kShapes) {
+    if (bf16)
+      run_shape<__nv_bfloat16>(s, ceiling);
+    else
+      run_shape<__half>(s, ceiling);
+  }
+  CHECK(cudaStreamDestroy(g_stream));
+  return 0;
+}
