@@ -1,8 +1,11 @@
 // Attention microbenchmark (kernels/attention.h), Llama-2-7B attention shape: 32 heads, 32 kv
 // heads, head_dim 128, block_size 16, scrambled block tables.
 //   decode:  GB/s = bytes of K and V read (context x kv_heads x head_dim x 2 x sizeof(T)) / time,
-//            batch 1 x 8192 context and batch 32 x 512 context; against the measured D2D copy
-//            bandwidth (read + write) of this device.
+//            batch 1 x 512, 1 x 8192, 32 x 512, 8 x 4096, 64 x 1024 context; against the measured
+//            D2D copy bandwidth (read + write) of this device; plus GQA 32 / 8 kv heads
+//            (Llama-3-8B) at batch 1 x 8192 and 32 x 2048. "graph": the same call captured
+//            20 times in a CUDA graph, time per call (as in the engine's captured decode step,
+//            without the host launch cost that dominates a single short call).
 //   prefill: TFLOP/s = causal FLOPs (2 * 2 * heads * head_dim * n^2 / 2) / time, for one
 //            n-token prompt (n = 512, 4096) read back from the paged cache; against ~790 TFLOP/s
 //            (bf16 dense matmul measured on the H100 of the device machine).
@@ -91,10 +94,10 @@ struct Cache {
 };
 
 // `seqs` sequences of `len` positions each, blocks scrambled over the cache.
-Cache make_cache(int seqs, int len, std::mt19937& rng) {
+Cache make_cache(int seqs, int len, std::mt19937& rng, int kv_heads = kKvHeads) {
   Cache c;
   const int per = (len + kBlock - 1) / kBlock;
-  c.layout = {kBlock, kKvHeads, kDim, per};
+  c.layout = {kBlock, kv_heads, kDim, per};
   std::vector<int32_t> perm(size_t(seqs) * per);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
@@ -115,14 +118,15 @@ double copy_bandwidth_gbs() {
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
+// kv_heads: 32 (MHA, the Llama-2-7B shape) or fewer (GQA, e.g. 8 as in Llama-3-8B).
 template <typename T>
-void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs) {
+void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, int kv_heads = kKvHeads) {
   std::mt19937 rng(batch * 7 + ctx);
-  Cache c = make_cache(batch, ctx, rng);
-  const size_t elems = c.tables.size() * kBlock * size_t(kKvHeads) * kDim;
+  Cache c = make_cache(batch, ctx, rng, kv_heads);
+  const size_t elems = c.tables.size() * kBlock * size_t(kv_heads) * kDim;
   T* k = alloc_random<T>(elems, 1);
   T* v = alloc_random<T>(elems, 2);
-  const int q_stride = (kHeads + 2 * kKvHeads) * kDim;
+  const int q_stride = (kHeads + 2 * kv_heads) * kDim;
   T* q = alloc_random<T>(size_t(batch) * q_stride, 3);
   T* out;
   CHECK(cudaMalloc(&out, size_t(batch) * kHeads * kDim * sizeof(T)));
@@ -130,19 +134,36 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs) {
   std::iota(seq.begin(), seq.end(), 0);
   int32_t *dt = upload(c.tables), *ds = upload(seq), *dp = upload(pos);
   const size_t ws_bytes = lmx::kernels::cuda::paged_attention_decode_workspace_bytes(
-      batch, kHeads, kKvHeads, kDim, ctx);
+      batch, kHeads, kv_heads, kDim, ctx);
   void* ws = nullptr;
   if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
   const float scale = 1.0f / std::sqrt(float(kDim));
-  const float ms = median_ms([&] {
+  auto call = [&](cudaStream_t stream) {
     lmx::kernels::cuda::paged_attention_decode<T>(q, q_stride, k, v, dt, ds, dp, out, batch, kHeads,
-                                                  scale, 0, c.layout, ctx, ws, ws_bytes, nullptr);
-  });
-  const double bytes = 2.0 * batch * ctx * kKvHeads * kDim * sizeof(T);
+                                                  scale, 0, c.layout, ctx, ws, ws_bytes, stream);
+  };
+  const float ms = median_ms([&] { call(nullptr); });
+  constexpr int kGraphCalls = 20;
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));  // as the engine
+  for (int i = 0; i < kGraphCalls; ++i) call(stream);
+  CHECK(cudaStreamEndCapture(stream, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const float graph_ms =
+      median_ms([&] { CHECK(cudaGraphLaunch(exec, nullptr)); }, 20) / kGraphCalls;
+  CHECK(cudaGraphExecDestroy(exec));
+  CHECK(cudaGraphDestroy(graph));
+  CHECK(cudaStreamDestroy(stream));
+  const double bytes = 2.0 * batch * ctx * kv_heads * kDim * sizeof(T);
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   std::printf(
-      "decode   %-5s batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f GB/s)\n",
-      dtype, batch, ctx, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, copy_gbs);
+      "decode   %-5s kv %2d batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f "
+      "GB/s)  graph %6.1f us %7.1f GB/s\n",
+      dtype, kv_heads, batch, ctx, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, copy_gbs, graph_ms * 1e3,
+      bytes / (graph_ms * 1e-3) / 1e9);
   cudaFree(k);
   cudaFree(v);
   cudaFree(q);
@@ -199,9 +220,13 @@ int main() {
   std::printf("device: %s, %d SMs; shape: %d heads / %d kv heads, head_dim %d, block %d\n",
               prop.name, prop.multiProcessorCount, kHeads, kKvHeads, kDim, kBlock);
   const double copy = copy_bandwidth_gbs();
-  for (auto [b, ctx] : {std::pair{1, 8192}, {32, 512}, {8, 4096}, {64, 1024}}) {
+  for (auto [b, ctx] : {std::pair{1, 512}, {1, 8192}, {32, 512}, {8, 4096}, {64, 1024}}) {
     bench_decode<__half>("fp16", b, ctx, copy);
     bench_decode<__nv_bfloat16>("bf16", b, ctx, copy);
+  }
+  for (auto [b, ctx] : {std::pair{1, 8192}, {32, 2048}}) {  // GQA 32/8 (decode_kernel)
+    bench_decode<__half>("fp16", b, ctx, copy, 8);
+    bench_decode<__nv_bfloat16>("bf16", b, ctx, copy, 8);
   }
   for (int len : {512, 4096}) {
     bench_prefill<__half>("fp16", len);

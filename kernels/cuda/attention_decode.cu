@@ -1,14 +1,28 @@
 // Split-K ("flash-decoding") paged attention: see kernels/attention.h and docs/attention.md.
 //
-// Grid (splits, kv_heads * head_chunks, tokens), 128 threads. One CTA streams the keys
-// [begin, end) of one token's attended range for one kv head, in tiles of 32 positions gathered
-// from the paged cache with cp.async (16-byte, zero-filled past the end, double-buffered), and
-// serves every query head of the group (up to 2048 / head_dim of them) from that one copy:
+// Two kernels, chosen at launch by the group size (query heads per kv head):
+//
+// decode_kernel (groups > kWarpMaxGroup, i.e. GQA/MQA): grid (splits, kv_heads * head_chunks,
+// tokens), 128 threads. One CTA streams the keys [begin, end) of one token's attended range for
+// one kv head, in tiles of 32 positions gathered from the paged cache with cp.async (16-byte,
+// zero-filled past the end, double-buffered), and serves every query head of the group (up to
+// 2048 / head_dim of them) from that one copy:
 //   QK: warp w scores heads w, w+4, ... ; lane = key of the tile (fp32 dot from shared memory).
 //   online softmax per head in log2 domain (q pre-scaled by scale * log2(e)).
 //   PV: each thread owns (head, pair of dims) items, fp32 accumulators in registers.
 // One split: normalize and write out directly. Several: write fp32 partials (acc, m, l) to the
 // workspace and let decode_reduce_kernel merge them.
+//
+// decode_warp_kernel (groups <= kWarpMaxGroup, MHA first): with 1-2 heads per kv head the
+// kernel above leaves 3 of 4 warps idle in QK and is latency-bound. Here every warp streams its
+// own 32-key chunks (chunks w, w+4, ... of the CTA's range) through its own K and V buffers
+// (cp.async, K of the next chunk loads during PV, V during the next QK), scores them with
+// lane = key for all G heads, keeps its own online-softmax state (m, l per head; acc: lane owns
+// dim pairs lane, lane+32, ...), and synchronizes only with __syncwarp. At the end the 4 warps
+// merge through shared memory; the splits of one (token, kv head) are one thread-block cluster
+// (<= 8 CTAs) and merge through distributed shared memory, so there is no workspace and no
+// second kernel.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,6 +30,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/cp_async.cuh"
@@ -24,7 +39,10 @@
 namespace lmx::kernels::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
 constexpr int kTileKeys = 32;                           // == warp size: lane = key in QK
 constexpr int kMaxItems = 8;                            // (head, dim pair) accumulators per thread
 constexpr int kMaxHeadDims = 2 * kThreads * kMaxItems;  // heads_per_cta * head_dim <= 2048
@@ -34,6 +52,24 @@ constexpr int kMaxSplits = 64;
 #endif
 constexpr int kTargetCtas = LMX_ATTN_DECODE_TARGET_CTAS;
 constexpr int kMinSplitKeys = 128;
+// decode_warp_kernel knobs: the largest group it serves (0 = off, 1 = MHA only, up to 8); the
+// CTAs its split plan aims at (2 per SM: each CTA keeps 4 warps x 8-16 KB in flight, so 2 per
+// SM already saturate HBM and a partial last wave costs little); the most splits (= cluster
+// size; 8 is the portable maximum, 16 needs the non-portable attribute, set at launch).
+#ifndef LMX_ATTN_DECODE_WARP_MAX_GROUP
+#define LMX_ATTN_DECODE_WARP_MAX_GROUP 2
+#endif
+#ifndef LMX_ATTN_DECODE_WARP_TARGET_CTAS
+#define LMX_ATTN_DECODE_WARP_TARGET_CTAS (2 * 132)
+#endif
+#ifndef LMX_ATTN_DECODE_MAX_CLUSTER
+#define LMX_ATTN_DECODE_MAX_CLUSTER 8
+#endif
+constexpr int kWarpMaxGroup = LMX_ATTN_DECODE_WARP_MAX_GROUP;
+constexpr int kWarpTargetCtas = LMX_ATTN_DECODE_WARP_TARGET_CTAS;
+constexpr int kMaxCluster = LMX_ATTN_DECODE_MAX_CLUSTER;
+static_assert(kWarpMaxGroup >= 0 && kWarpMaxGroup <= 8, "decode_warp_kernel serves groups <= 8");
+static_assert(kMaxCluster >= 1 && kMaxCluster <= 16, "cluster size is at most 16");
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <typename T>
@@ -51,6 +87,13 @@ struct Vec2<__nv_bfloat16> {
   static __device__ type from_float2(float2 v) { return __float22bfloat162_rn(v); }
 };
 
+// Shared-memory geometry of a K or V tile of kTileKeys rows of D elements of T.
+template <typename T, int D>
+struct Tile {
+  static constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte chunk
+  static constexpr int kChunks = D / kVec;     // chunks per row
+  static constexpr int kRow = D + kVec;  // padded row: conflict-free 16-byte reads down a column
+};
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -61,22 +104,122 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// Writes (v.x, v.y) * scale as one pair of T.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* p, float2 v, float scale) {
+  *reinterpret_cast<typename Vec2<T>::type*>(p) =
+      Vec2<T>::from_float2(make_float2(v.x * scale, v.y * scale));
+}
+
+// Weight 2^(m - M) of a partial with running max m in a merge whose max is M; 0 for an empty
+// partial (m = -inf), also when every partial is empty (no -inf - -inf = NaN).
+__device__ __forceinline__ float merge_weight(float m, float M) {
+  return m == -INFINITY ? 0.0f : exp2f(m - M);
+}
+
+// Row of the cache ([num_blocks, block_size, kv_heads] rows of head_dim) holding position p of
+// kv head kvh, given the sequence's block-table entry for p.
+__device__ __forceinline__ size_t kv_row(int entry, int p, const PagedKvLayout& L, int kvh) {
+  return (size_t(entry) * L.block_size + p % L.block_size) * L.kv_heads + kvh;
+}
+
+// s[g] = q[g] . k for G heads (q: fp32 [G][D] in shared memory, pre-scaled; k: one row of T in
+// shared memory, 16-byte aligned). Partial sums per head shorten the dependent FMA chain (it is
+// on the critical path of a chunk when few warps are busy, e.g. batch 1).
+template <typename T, int D, int G>
+__device__ __forceinline__ void dot_rows(const T* k, const float* q, float (&s)[G]) {
+  using T2 = typename Vec2<T>::type;
+  constexpr int kVec = Tile<T, D>::kVec;
+  constexpr int kParts = G == 1 ? 4 : 2;
+  float a[G][kParts];
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) a[g][i] = 0.0f;
+  const float4* k4 = reinterpret_cast<const float4*>(k);
+#pragma unroll
+  for (int c = 0; c < Tile<T, D>::kChunks; ++c) {
+    const float4 raw = k4[c];
+    const T2* k2 = reinterpret_cast<const T2*>(&raw);
+#pragma unroll
+    for (int e = 0; e < kVec / 4; ++e) {
+      const float2 ka = Vec2<T>::to_float2(k2[2 * e]);
+      const float2 kb = Vec2<T>::to_float2(k2[2 * e + 1]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float4 qv = *reinterpret_cast<const float4*>(&q[g * D + c * kVec + 4 * e]);
+        float& x = a[g][(c * (kVec / 4) + e) % kParts];
+        x = fmaf(qv.x, ka.x, x);
+        x = fmaf(qv.y, ka.y, x);
+        x = fmaf(qv.z, kb.x, x);
+        x = fmaf(qv.w, kb.y, x);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    s[g] = a[g][0];
+#pragma unroll
+    for (int i = 1; i < kParts; ++i) s[g] += a[g][i];
+  }
+}
+
+// acc[g] += sum over the tile's keys k of p[g * p_stride + k] * (V[k][2i], V[k][2i + 1]) for one
+// dim pair i: v = &V[0][2i] in shared memory (rows kRow apart), p fp32 in shared memory.
+// Keys past the end have p = 0 and zero-filled V (never NaN).
+template <typename T, int kRow, int G>
+__device__ __forceinline__ void pv_pair(const T* v, const float* p, int p_stride,
+                                        float2 (&acc)[G]) {
+  using T2 = typename Vec2<T>::type;
+#pragma unroll
+  for (int k4 = 0; k4 < kTileKeys / 4; ++k4) {
+    float4 pv[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) pv[g] = reinterpret_cast<const float4*>(p + g * p_stride)[k4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 x = Vec2<T>::to_float2(*reinterpret_cast<const T2*>(&v[(k4 * 4 + e) * kRow]));
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float pk = e == 0 ? pv[g].x : e == 1 ? pv[g].y : e == 2 ? pv[g].z : pv[g].w;
+        acc[g].x = fmaf(pk, x.x, acc[g].x);
+        acc[g].y = fmaf(pk, x.y, acc[g].y);
+      }
+    }
+  }
+}
+
 struct Split {
   int splits, keys, head_chunks, heads_per_cta;
+  bool warp;  // decode_warp_kernel (splits merged in a cluster, no workspace)
 };
 
 // Grid shape for one launch: a function of host ints that stay fixed for a captured graph.
 Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, int window) {
   Split s{};
   const int group = heads / kv_heads;
-  const int max_per_cta = std::max(1, kMaxHeadDims / head_dim);
-  s.head_chunks = (group + max_per_cta - 1) / max_per_cta;
-  s.heads_per_cta = (group + s.head_chunks - 1) / s.head_chunks;
   int ctx = std::max(1, max_context);
   if (window > 0) ctx = std::min(ctx, window);
-  const long base = long(std::max(tokens, 1)) * kv_heads * s.head_chunks;
-  int splits = int(std::min<long>(kMaxSplits, (kTargetCtas + base - 1) / base));
-  splits = std::min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
+  int splits = 1;
+  if (group <= kWarpMaxGroup) {
+    // Enough CTAs to fill the GPU, at most one cluster of splits, and each CTA's range at least
+    // one 32-key chunk per warp.
+    s.warp = true;
+    s.head_chunks = 1;
+    s.heads_per_cta = group;
+    const long base = long(std::max(tokens, 1)) * kv_heads;
+    const int chunks = (ctx + kTileKeys - 1) / kTileKeys;
+    splits = int(std::min<long>(kMaxCluster, (kWarpTargetCtas + base - 1) / base));
+    splits = std::min(splits, (chunks + kWarps - 1) / kWarps);
+    while (splits & (splits - 1)) splits &= splits - 1;  // cluster sizes 1, 2, 4, 8 (16)
+  } else {
+    const int max_per_cta = std::max(1, kMaxHeadDims / head_dim);
+    s.head_chunks = (group + max_per_cta - 1) / max_per_cta;
+    s.heads_per_cta = (group + s.head_chunks - 1) / s.head_chunks;
+    const long base = long(std::max(tokens, 1)) * kv_heads * s.head_chunks;
+    splits = int(std::min<long>(kMaxSplits, (kTargetCtas + base - 1) / base));
+    splits = std::min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
+  }
   s.splits = std::max(1, splits);
   const int per = (ctx + s.splits - 1) / s.splits;
   s.keys = (per + kTileKeys - 1) / kTileKeys * kTileKeys;
@@ -95,17 +238,15 @@ __global__ void __launch_bounds__(kThreads)
                   T* __restrict__ out, float* __restrict__ ws_acc, float2* __restrict__ ws_ml,
                   int heads, float scale_log2, int window, PagedKvLayout L, int splits,
                   int split_keys, int head_chunks, int heads_per_cta) {
-  constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte chunk
-  constexpr int kChunks = D / kVec;     // chunks per row
-  constexpr int kRow = D + kVec;        // padded row: conflict-free 16-byte reads down a column
+  using Geo = Tile<T, D>;
+  constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kPairs = D / 2;
   constexpr int kMaxHeads = kMaxHeadDims / D;
-  using T2 = typename Vec2<T>::type;
 
   __shared__ __align__(16) T ks[2][kTileKeys][kRow];
   __shared__ __align__(16) T vs[2][kTileKeys][kRow];
   __shared__ __align__(16) float qs[kMaxHeads][D];
-  __shared__ float ps[kMaxHeads][kTileKeys];
+  __shared__ __align__(16) float ps[kMaxHeads][kTileKeys];
   __shared__ float m_s[kMaxHeads], l_s[kMaxHeads], alpha_s[kMaxHeads];
 
   const int split = blockIdx.x;
@@ -131,11 +272,7 @@ __global__ void __launch_bounds__(kThreads)
       const int r = c / kChunks, part = c % kChunks;
       const int p = p0 + r;
       const bool valid = p < end;
-      size_t off = 0;
-      if (valid) {
-        const size_t slot = size_t(table[p / L.block_size]) * L.block_size + p % L.block_size;
-        off = (slot * L.kv_heads + kvh) * D + part * kVec;
-      }
+      const size_t off = valid ? kv_row(table[p / L.block_size], p, L, kvh) * D + part * kVec : 0;
       cp_async16(&ks[st][r][part * kVec], k_cache + off, valid);
       cp_async16(&vs[st][r][part * kVec], v_cache + off, valid);
     }
@@ -171,29 +308,13 @@ __global__ void __launch_bounds__(kThreads)
     // Scores and online softmax: warp -> heads, lane -> key.
     {
       const bool valid = p0 + lane < end;
-      const float4* krow = reinterpret_cast<const float4*>(&ks[st][lane][0]);
-      for (int g = warp; g < gc; g += kThreads / 32) {
-        float s = 0.0f;
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c) {
-          const float4 raw = krow[c];
-          const T2* k2 = reinterpret_cast<const T2*>(&raw);
-          const float4* q4 = reinterpret_cast<const float4*>(&qs[g][c * kVec]);
-#pragma unroll
-          for (int e = 0; e < kVec / 4; ++e) {
-            const float4 qv = q4[e];
-            const float2 ka = Vec2<T>::to_float2(k2[2 * e]);
-            const float2 kb = Vec2<T>::to_float2(k2[2 * e + 1]);
-            s = fmaf(qv.x, ka.x, s);
-            s = fmaf(qv.y, ka.y, s);
-            s = fmaf(qv.z, kb.x, s);
-            s = fmaf(qv.w, kb.y, s);
-          }
-        }
-        s = valid ? s : -INFINITY;
+      for (int g = warp; g < gc; g += kWarps) {
+        float s[1];
+        dot_rows<T, D, 1>(&ks[st][lane][0], &qs[g][0], s);
+        s[0] = valid ? s[0] : -INFINITY;
         const float m_old = m_s[g];
-        const float m_new = fmaxf(m_old, warp_max(s));  // finite: key p0 is always valid
-        const float p = valid ? exp2f(s - m_new) : 0.0f;
+        const float m_new = fmaxf(m_old, warp_max(s[0]));  // finite: key p0 is always valid
+        const float p = valid ? exp2f(s[0] - m_new) : 0.0f;
         const float sum = warp_sum(p);
         ps[g][lane] = p;
         __syncwarp();
@@ -207,28 +328,16 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
 
-    // acc = acc * alpha + P V   (invalid keys: p = 0 and V zero-filled, never NaN)
+    // acc = acc * alpha + P V
 #pragma unroll
     for (int j = 0; j < kMaxItems; ++j) {
       const int i = tid + j * kThreads;
       if (i < gc * kPairs) {
         const int g = i / kPairs, dp = i % kPairs;
         const float alpha = alpha_s[g];
-        float2 a = make_float2(acc[j].x * alpha, acc[j].y * alpha);
-        const float4* p4 = reinterpret_cast<const float4*>(&ps[g][0]);
-#pragma unroll
-        for (int k4 = 0; k4 < kTileKeys / 4; ++k4) {
-          const float4 pv = p4[k4];
-          const float pk[4] = {pv.x, pv.y, pv.z, pv.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 v =
-                Vec2<T>::to_float2(*reinterpret_cast<const T2*>(&vs[st][k4 * 4 + e][2 * dp]));
-            a.x = fmaf(pk[e], v.x, a.x);
-            a.y = fmaf(pk[e], v.y, a.y);
-          }
-        }
-        acc[j] = a;
+        float2 a[1] = {make_float2(acc[j].x * alpha, acc[j].y * alpha)};
+        pv_pair<T, kRow, 1>(&vs[st][0][2 * dp], &ps[g][0], 0, a);
+        acc[j] = a[0];
       }
     }
     __syncthreads();  // stage st is reloaded by the next iteration
@@ -241,9 +350,7 @@ __global__ void __launch_bounds__(kThreads)
       const int g = i / kPairs, dp = i % kPairs;
       const int h = h0 + g;
       if (splits == 1) {
-        const float inv = 1.0f / l_s[g];
-        *reinterpret_cast<T2*>(&out[(size_t(t) * heads + h) * D + 2 * dp]) =
-            Vec2<T>::from_float2(make_float2(acc[j].x * inv, acc[j].y * inv));
+        store_pair(&out[(size_t(t) * heads + h) * D + 2 * dp], acc[j], 1.0f / l_s[g]);
       } else {
         const size_t row = (size_t(t) * heads + h) * splits + split;
         *reinterpret_cast<float2*>(&ws_acc[row * D + 2 * dp]) = acc[j];
@@ -251,6 +358,242 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+}
+
+// Merges n partial softmax states (m, l) with one accumulator pair each:
+// returns sum_i 2^(m_i - M) acc_i and sets ml = (M, sum_i 2^(m_i - M) l_i).
+template <typename Ml, typename Acc>
+__device__ __forceinline__ float2 merge_partials(int n, Ml ml_of, Acc acc_of, float2& ml) {
+  float M = -INFINITY;
+  for (int i = 0; i < n; ++i) M = fmaxf(M, ml_of(i).x);
+  float l = 0.0f;
+  float2 o = make_float2(0.0f, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    const float2 mli = ml_of(i);
+    const float w = merge_weight(mli.x, M);
+    const float2 a = acc_of(i);
+    l = fmaf(w, mli.y, l);
+    o.x = fmaf(w, a.x, o.x);
+    o.y = fmaf(w, a.y, o.y);
+  }
+  ml = make_float2(M, l);
+  return o;
+}
+
+// Dynamic shared memory of decode_warp_kernel: one K and one V tile per warp.
+template <typename T, int D>
+constexpr int warp_kernel_smem() {
+  return kWarps * 2 * kTileKeys * Tile<T, D>::kRow * int(sizeof(T));
+}
+
+// Grid (splits, kv_heads, tokens), 128 threads, clusters of (splits, 1, 1) when splits > 1.
+// G = heads / kv_heads query heads per CTA.
+template <typename T, int D, int G>
+__global__ void __launch_bounds__(kThreads)
+    decode_warp_kernel(const T* __restrict__ q, int q_stride, const T* __restrict__ k_cache,
+                       const T* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
+                       const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
+                       T* __restrict__ out, int heads, float scale_log2, int window,
+                       PagedKvLayout L, int splits, int split_keys) {
+  using Geo = Tile<T, D>;
+  constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
+  constexpr int kElems = kTileKeys * kRow;  // one K or V tile
+  constexpr int kPairs = D / 2;
+  constexpr int kPairIters = (kPairs + 31) / 32;  // dim pairs of a lane: lane, lane + 32, ...
+  constexpr int kQVecs = G * D / kVec;            // 16-byte pieces of the CTA's q rows
+  static_assert(kTileKeys == 32, "lane = key");
+  static_assert(kQVecs <= kThreads, "q: one 16-byte piece per thread");
+  static_assert(G * D * sizeof(float) <= kElems * sizeof(T), "warp partial fits a tile");
+  using T2 = typename Vec2<T>::type;
+
+  extern __shared__ __align__(16) unsigned char smem[];  // [kWarps][K, V][kTileKeys][kRow] T
+  __shared__ __align__(16) float qs[G * D];              // q * scale * log2(e)
+  __shared__ __align__(16) float ps[kWarps][G][kTileKeys];
+  __shared__ __align__(16) float cta_acc[G * D];  // the CTA's merged partial (splits > 1)
+  __shared__ float2 cta_ml[G];
+
+  const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int h0 = kvh * G;
+  T* const tiles = reinterpret_cast<T*>(smem);
+  T* const kt = tiles + warp * 2 * kElems;  // this warp's K tile, then its V tile
+  T* const vt = kt + kElems;
+
+  // Loads that do not need pos go first: q, and (window == 0: lo = 0) the table entry of this
+  // lane's key in the warp's first chunk, so the chain seq -> table -> K/V does not wait on pos.
+  const int seq = token_seq[t];
+  const int pos = token_pos[t];
+  float4 qraw = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (tid < kQVecs)
+    qraw = *reinterpret_cast<const float4*>(q + size_t(t) * q_stride + size_t(h0) * D + tid * kVec);
+  const int32_t* table = block_tables + size_t(seq) * L.max_blocks_per_seq;
+  const int first = split * split_keys + warp * kTileKeys + lane;  // key position - lo
+  int entry = first / L.block_size < L.max_blocks_per_seq ? table[first / L.block_size] : 0;
+
+  const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+  const int begin = lo + split * split_keys;
+  const int end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + split_keys);
+  const int chunks = begin < end ? (end - begin + kTileKeys - 1) / kTileKeys : 0;
+  const int mine = chunks > warp ? (chunks - 1 - warp) / kWarps + 1 : 0;  // this warp's chunks
+  if (lo > 0 && first + lo < end) entry = table[(first + lo) / L.block_size];
+
+  // Chunk n of this warp covers positions [chunk_p0(n), chunk_p0(n) + 32); lane = key.
+  auto chunk_p0 = [&](int n) { return begin + (warp + n * kWarps) * kTileKeys; };
+  auto entry_of = [&](int n) {
+    const int p = chunk_p0(n) + lane;
+    return p < end ? table[p / L.block_size] : 0;
+  };
+  // Cache row of this lane's key (32-bit: one layer's cache has far fewer than 2^32 rows).
+  auto row_of = [&](int n, int e) -> uint32_t {
+    const int p = chunk_p0(n) + lane;
+    return p < end ? uint32_t(kv_row(e, p, L, kvh)) : 0u;
+  };
+  // Gather K or V of chunk n into a tile: consecutive lanes copy consecutive 16-byte pieces of
+  // a row (coalesced), each row's address shuffled from the lane that owns the key.
+  auto load = [&](T* dst, const T* cache, uint32_t row, int n) {
+    const int valid_rows = end - chunk_p0(n);
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int c = j * 32 + lane, r = c / kChunks, part = c % kChunks;
+      const uint32_t rr = __shfl_sync(0xffffffffu, row, r);
+      cp_async16(dst + r * kRow + part * kVec, cache + size_t(rr) * D + part * kVec,
+                 r < valid_rows);
+    }
+    cp_async_commit();
+  };
+
+  uint32_t row = 0;
+  if (mine > 0) {
+    row = row_of(0, entry);
+    load(kt, k_cache, row, 0);
+    load(vt, v_cache, row, 0);
+  }
+  int next_entry = mine > 1 ? entry_of(1) : 0;
+  if (tid < kQVecs) {
+    const T2* q2 = reinterpret_cast<const T2*>(&qraw);
+#pragma unroll
+    for (int e = 0; e < kVec / 2; ++e) {
+      const float2 f = Vec2<T>::to_float2(q2[e]);
+      qs[tid * kVec + 2 * e] = f.x * scale_log2;
+      qs[tid * kVec + 2 * e + 1] = f.y * scale_log2;
+    }
+  }
+  __syncthreads();
+
+  float m[G], l[G];
+  float2 acc[kPairIters][G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPairIters; ++j) acc[j][g] = make_float2(0.0f, 0.0f);
+  }
+
+  // Commit groups in order K0 V0 K1 V1 ... (empty ones past the warp's last chunk), so
+  // wait_group<1> before each use leaves exactly the next tile in flight.
+  for (int n = 0; n < mine; ++n) {
+    const bool valid = chunk_p0(n) + lane < end;
+    cp_async_wait<1>();  // K of chunk n
+    __syncwarp();
+    float s[G];
+    dot_rows<T, D, G>(kt + lane * kRow, qs, s);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float x = valid ? s[g] : -INFINITY;
+      const float m_new = fmaxf(m[g], warp_max(x));  // finite: key chunk_p0(n) is valid
+      const float alpha = exp2f(m[g] - m_new);       // 0 on the first chunk
+      const float p = valid ? exp2f(x - m_new) : 0.0f;
+      m[g] = m_new;
+      l[g] = fmaf(l[g], alpha, p);  // per lane; summed over the warp at the end
+      ps[warp][g][lane] = p;
+#pragma unroll
+      for (int j = 0; j < kPairIters; ++j) {
+        acc[j][g].x *= alpha;
+        acc[j][g].y *= alpha;
+      }
+    }
+    __syncwarp();  // K tile read, P visible to the warp
+    if (n + 1 < mine) {
+      row = row_of(n + 1, next_entry);
+      load(kt, k_cache, row, n + 1);
+    } else {
+      cp_async_commit();
+    }
+    cp_async_wait<1>();  // V of chunk n
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < kPairIters; ++j) {
+      const int i = lane + 32 * j;
+      if (kPairs % 32 == 0 || i < kPairs)
+        pv_pair<T, kRow, G>(vt + 2 * i, &ps[warp][0][0], kTileKeys, acc[j]);
+    }
+    __syncwarp();  // V tile read
+    if (n + 1 < mine) {
+      load(vt, v_cache, row, n + 1);
+      if (n + 2 < mine) next_entry = entry_of(n + 2);
+    } else {
+      cp_async_commit();
+    }
+  }
+  cp_async_wait<0>();
+  __syncwarp();
+
+  // Warp partials into the warp's own tiles: acc [G][D] fp32 over K, (m, l) [G] over V.
+  float* const wacc = reinterpret_cast<float*>(kt);
+  float2* const wml = reinterpret_cast<float2*>(vt);
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float lsum = warp_sum(l[g]);
+#pragma unroll
+    for (int j = 0; j < kPairIters; ++j) {
+      const int i = lane + 32 * j;
+      if (kPairs % 32 == 0 || i < kPairs)
+        *reinterpret_cast<float2*>(&wacc[g * D + 2 * i]) = acc[j][g];
+    }
+    if (lane == 0) wml[g] = make_float2(m[g], lsum);
+  }
+  __syncthreads();
+
+  // Merge the warps; one split: normalize and write out.
+  for (int i = tid; i < G * kPairs; i += kThreads) {
+    const int g = i / kPairs, dp = i % kPairs;
+    float2 ml;
+    const float2 o = merge_partials(
+        kWarps,
+        [&](int w) { return reinterpret_cast<const float2*>(tiles + (2 * w + 1) * kElems)[g]; },
+        [&](int w) {
+          return reinterpret_cast<const float2*>(tiles + 2 * w * kElems)[g * kPairs + dp];
+        },
+        ml);
+    if (splits == 1) {
+      store_pair(&out[(size_t(t) * heads + h0 + g) * D + 2 * dp], o, 1.0f / ml.y);
+    } else {
+      *reinterpret_cast<float2*>(&cta_acc[2 * i]) = o;
+      if (dp == 0) cta_ml[g] = ml;
+    }
+  }
+  if (splits == 1) return;
+
+  // Merge the splits of the cluster through distributed shared memory: CTA rank r writes the
+  // dim pairs [r * per, (r + 1) * per).
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int rank = int(cluster.block_rank());
+  const int per = (G * kPairs + splits - 1) / splits;
+  const int stop = min(G * kPairs, (rank + 1) * per);
+  for (int i = rank * per + tid; i < stop; i += kThreads) {
+    const int g = i / kPairs, dp = i % kPairs;
+    float2 ml;
+    const float2 o = merge_partials(
+        splits, [&](int r) { return cluster.map_shared_rank(cta_ml, r)[g]; },
+        [&](int r) {
+          return reinterpret_cast<const float2*>(cluster.map_shared_rank(cta_acc, r))[i];
+        },
+        ml);
+    store_pair(&out[(size_t(t) * heads + h0 + g) * D + 2 * dp], o, 1.0f / ml.y);
+  }
+  cluster.sync();  // peers read this CTA's shared memory until here
 }
 
 // Merge the splits of one (token, head): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
@@ -274,7 +617,7 @@ __global__ void __launch_bounds__(kThreads)
     float l = 0.0f;
     for (int s = threadIdx.x; s < active; s += 32) {
       const float2 ml = ws_ml[row0 + s];
-      const float w = exp2f(ml.x - m);
+      const float w = merge_weight(ml.x, m);
       w_s[s] = w;
       l += w * ml.y;
     }
@@ -307,6 +650,45 @@ void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
         ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys);
 }
 
+template <typename T, int D, int G>
+void launch_warp(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+                 const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
+                 T* out, int tokens, int heads, float scale, int window, const PagedKvLayout& L,
+                 const Split& s, cudaStream_t stream) {
+  auto* kernel = decode_warp_kernel<T, D, G>;
+  constexpr int smem = warp_kernel_smem<T, D>();
+  // Raised on every launch (cheap, per device, allowed during graph capture). Max carveout:
+  // 3 CTAs of ~70 KB per SM at head_dim 128; L1 serves only q and the block tables.
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                       int(cudaSharedmemCarveoutMaxShared));
+  if (kMaxCluster > 8)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(s.splits, L.kv_heads, tokens);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = unsigned(s.splits);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cfg.attrs = &cluster;
+  cfg.numAttrs = s.splits > 1 ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, kernel, q, q_stride, k_cache, v_cache, block_tables, token_seq,
+                     token_pos, out, heads, scale * kLog2e, window, L, s.splits, s.keys);
+}
+
+// Calls fn(std::integral_constant<int, G>{}) for group == G, G in [1, kWarpMaxGroup].
+template <int G = 1, typename Fn>
+void dispatch_group(int group, Fn&& fn) {
+  if constexpr (G <= kWarpMaxGroup) {
+    if (group == G) return fn(std::integral_constant<int, G>{});
+    dispatch_group<G + 1>(group, fn);
+  }
+}
+
 }  // namespace
 
 size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_heads, int head_dim,
@@ -314,7 +696,8 @@ size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_
   size_t bytes = 0;
   for (int t = 1; t <= max_tokens; ++t) {
     const Split s = plan(t, heads, kv_heads, head_dim, max_context, 0);
-    if (s.splits > 1) bytes = std::max(bytes, partial_bytes(t, heads, head_dim, s.splits));
+    if (!s.warp && s.splits > 1)
+      bytes = std::max(bytes, partial_bytes(t, heads, head_dim, s.splits));
   }
   return bytes;
 }
@@ -327,6 +710,16 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
                             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (tokens <= 0 || heads <= 0) return;
   Split s = plan(tokens, heads, layout.kv_heads, layout.head_dim, max_context, window);
+  if (s.warp) {  // splits merged inside the kernel: no workspace
+    dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {
+      dispatch_group(s.heads_per_cta, [&](auto g) {
+        launch_warp<T, decltype(dim)::value, decltype(g)::value>(
+            q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, heads,
+            scale, window, layout, s, stream);
+      });
+    });
+    return;
+  }
   if (s.splits > 1) {
     // Fewer splits when the workspace is short; keys per split grow to keep covering max_context.
     const int fit =

@@ -1,7 +1,9 @@
 // CUDA paged attention (decode split-K and prefill flash-attention) vs the CPU reference
 // kernels::cpu::paged_attention, on one ragged batch of sequences of lengths 1, 7, 83, 1000 and
 // 4100 with scrambled block tables, at several head layouts (MHA 32/32, GQA 32/8, 16/4, 12/2,
-// MQA 8/1, 32/1), head_dim 64/80/96/128, window 0, 4096 and 7, in fp16 and bf16.
+// MQA 8/1, 32/1, and groups of 1-2 for the decode kernel's per-warp variant), head_dim
+// 64/80/96/128, window 0, 4096 and 7, in fp16 and bf16; plus the benchmark's MHA decode shapes
+// (batch 1 x 512, 1 x 8192, 32 x 512: the split plans of the cluster-merged kernel).
 // Inputs are rounded to the dtype first, so the reference sees exactly what the GPU sees.
 // Tolerances (relative L2 over the whole output): fp16 3e-3, bf16 1e-2. Output rounding alone is
 // ~3e-4 / 2.3e-3 rms relative (half an ulp of 11 / 8 bits, uniform); the prefill kernel also
@@ -77,10 +79,12 @@ std::vector<T> to_dtype(const std::vector<float>& v) {
   return out;
 }
 
+const std::vector<int> kLens{1, 7, 83, 1000, 4100};
+
 // One ragged batch over a shared paged cache.
 struct Scenario {
   static constexpr int kBlockSize = 16;
-  std::vector<int> lens{1, 7, 83, 1000, 4100};
+  std::vector<int> lens;
   kernels::PagedKvLayout layout{};
   int num_blocks = 0;
   std::vector<int32_t> tables;          // [seqs, max_blocks], unused entries -1
@@ -130,10 +134,13 @@ struct Batch {
 
 enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill };
 
+// Sequences of the given lengths (default kLens), batch tokens over them.
 template <typename T>
-void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed) {
+void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
+           const std::vector<int>& lens = kLens) {
   std::mt19937 rng(seed);
   Scenario sc;
+  sc.lens = lens;
   sc.build<T>(s, rng);
   const int tokens = batch.tokens(), D = s.head_dim;
   const int q_stride = (s.heads + 2 * s.kv_heads) * D;  // as in a fused qkv projection
@@ -196,7 +203,8 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed) {
   }
   const double err = std::sqrt(num / den);
   EXPECT_LT(err, Tol<T>::value) << name(s);
-  std::printf("  %-36s tokens %4d  rel L2 %.2e\n", name(s).c_str(), tokens, err);
+  std::printf("  %-36s tokens %4d  max len %5d  rel L2 %.2e\n", name(s).c_str(), tokens, max_len,
+              err);
 }
 
 const Shape kShapes[] = {
@@ -207,9 +215,15 @@ const Shape kShapes[] = {
 // Decode: the last token of every sequence, plus three more tokens of the 83-long sequence.
 Batch decode_batch() {
   Batch b;
-  const int lens[] = {1, 7, 83, 1000, 4100};
-  for (int i = 0; i < 5; ++i) b.add_chunk(i, lens[i] - 1, lens[i]);
+  for (size_t i = 0; i < kLens.size(); ++i) b.add_chunk(int(i), kLens[i] - 1, kLens[i]);
   b.add_chunk(2, 60, 63);
+  return b;
+}
+
+// Decode of the last token of each of `seqs` sequences of length `len`.
+Batch last_tokens(int seqs, int len) {
+  Batch b;
+  for (int i = 0; i < seqs; ++i) b.add_chunk(i, len - 1, len);
   return b;
 }
 
@@ -235,16 +249,41 @@ TYPED_TEST(PagedAttentionCuda, DecodeMatchesCpu) {
   for (const Shape& s : kShapes) check<TypeParam>(s, decode_batch(), Kernel::kDecode, seed++);
 }
 
+// Groups of 1 and 2 (the per-warp decode kernel) at every head_dim, with and without windows.
+TYPED_TEST(PagedAttentionCuda, DecodeSmallGroupsMatchCpu) {
+  REQUIRE_GPU();
+  const Shape shapes[] = {{16, 8, 80, 0},     {8, 4, 96, 4096}, {12, 12, 96, 7},
+                          {16, 16, 80, 4096}, {32, 16, 64, 0},  {32, 16, 128, 7}};
+  uint32_t seed = 40;
+  for (const Shape& s : shapes) check<TypeParam>(s, decode_batch(), Kernel::kDecode, seed++);
+}
+
+// The benchmark's MHA decode shapes (Llama-2-7B): batch 1 at short and long contexts (4 and 8
+// splits merged in a cluster), batch 32 x 512 (1 split), a short single sequence (1 split) and
+// a windowed one.
+TYPED_TEST(PagedAttentionCuda, DecodeMhaBatches) {
+  REQUIRE_GPU();
+  const Shape mha{32, 32, 128, 0};
+  check<TypeParam>(mha, last_tokens(1, 512), Kernel::kDecode, 50, {512});
+  check<TypeParam>(mha, last_tokens(1, 8192), Kernel::kDecode, 51, {8192});
+  check<TypeParam>(mha, last_tokens(32, 512), Kernel::kDecode, 52, std::vector<int>(32, 512));
+  check<TypeParam>(mha, last_tokens(1, 100), Kernel::kDecode, 53, {100});
+  check<TypeParam>({32, 32, 128, 1000}, last_tokens(1, 3000), Kernel::kDecode, 54, {3000});
+}
+
 TYPED_TEST(PagedAttentionCuda, DecodeWithUnderstatedMaxContext) {
   REQUIRE_GPU();
   check<TypeParam>({32, 8, 128, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, 7);
   check<TypeParam>({8, 1, 64, 4096}, decode_batch(), Kernel::kDecodeShortMaxContext, 8);
+  check<TypeParam>({32, 32, 128, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, 9);
+  check<TypeParam>({16, 8, 96, 4096}, decode_batch(), Kernel::kDecodeShortMaxContext, 10);
 }
 
 TYPED_TEST(PagedAttentionCuda, DecodeKernelOnPrefillChunks) {
   REQUIRE_GPU();
   check<TypeParam>({32, 8, 128, 0}, prefill_batch(), Kernel::kDecode, 11);
   check<TypeParam>({8, 1, 64, 7}, prefill_batch(), Kernel::kDecode, 12);
+  check<TypeParam>({32, 32, 128, 0}, prefill_batch(), Kernel::kDecode, 13);
 }
 
 TYPED_TEST(PagedAttentionCuda, PrefillMatchesCpu) {
