@@ -61,9 +61,11 @@ size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_
                                               int max_context);
 
 // Decode ("flash-decoding"): one CTA per (token, kv head [, head chunk], split of the keys);
-// every query head of a kv-head group shares one pass over the K/V blocks; a second kernel
-// merges the splits. Correct for ANY ragged batch (each token is independent: decode tokens,
-// several tokens per sequence, even whole prefill chunks), fast when tokens are few per sequence.
+// every query head of a kv-head group shares one pass over the K/V blocks. Groups <= 2 (MHA):
+// each warp streams its own keys and a thread-block cluster merges the splits (no workspace);
+// larger groups: a second kernel merges the splits from the workspace. Correct for ANY ragged
+// batch (each token is independent: decode tokens, several tokens per sequence, even whole
+// prefill chunks), fast when tokens are few per sequence.
 //   q: [tokens, q_stride], out: [tokens, heads * head_dim].
 //   max_context: upper bound on the attended length (token_pos + 1, or min with window) over the
 //     batch; it only shapes the grid (number of splits). A larger value is always correct; a
