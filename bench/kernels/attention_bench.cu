@@ -23,18 +23,10 @@
 #include <random>
 #include <vector>
 
+#include "bench/kernels/cuda_check.h"
 #include "kernels/attention.h"
 
 namespace {
-
-#define CHECK(expr)                                                                              \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 constexpr int kHeads = 32, kKvHeads = 32, kDim = 128, kBlock = 16;
 

@@ -31,20 +31,12 @@
 #include <functional>
 #include <vector>
 
+#include "bench/kernels/cuda_check.h"
 #include "kernels/gemm.h"
 
 namespace k = lmx::kernels::cuda;
 
 namespace {
-
-#define CHECK(expr)                                                                              \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 int g_iters = 200;
 bool g_graph = false;
