@@ -1,5 +1,6 @@
 #include "kernels/activation.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace lmx::kernels::cuda {
 namespace {
@@ -23,6 +24,7 @@ __device__ __forceinline__ float apply(float x) {
 template <typename T, int N, ActivationKind K, bool GATED>
 __global__ void act_kernel(const T* in, const T* __restrict__ bias, T* out, size_t packs,
                            int inter_packs) {
+  pdl::allow_dependents();  // the down projection may start streaming its weights
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs;
        i += size_t(gridDim.x) * blockDim.x) {
     const size_t t = i / inter_packs;

@@ -35,6 +35,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace lmx::kernels::cuda {
 namespace {
@@ -238,6 +239,7 @@ __global__ void __launch_bounds__(kThreads)
                   T* __restrict__ out, float* __restrict__ ws_acc, float2* __restrict__ ws_ml,
                   int heads, float scale_log2, int window, PagedKvLayout L, int splits,
                   int split_keys, int head_chunks, int heads_per_cta) {
+  pdl::allow_dependents();  // the output projection may start streaming its weights
   using Geo = Tile<T, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kPairs = D / 2;
@@ -395,6 +397,7 @@ __global__ void __launch_bounds__(kThreads)
                        const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
                        T* __restrict__ out, int heads, float scale_log2, int window,
                        PagedKvLayout L, int splits, int split_keys) {
+  pdl::allow_dependents();  // the output projection may start streaming its weights
   using Geo = Tile<T, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kElems = kTileKeys * kRow;  // one K or V tile
@@ -602,6 +605,7 @@ __global__ void __launch_bounds__(kThreads)
     decode_reduce_kernel(const float* __restrict__ ws_acc, const float2* __restrict__ ws_ml,
                          const int32_t* __restrict__ token_pos, T* __restrict__ out, int heads,
                          int window, int splits, int split_keys) {
+  pdl::allow_dependents();
   __shared__ float w_s[kMaxSplits];
   __shared__ float inv_l;
   const int t = blockIdx.y, h = blockIdx.x;

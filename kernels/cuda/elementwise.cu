@@ -1,5 +1,6 @@
 // Embedding lookup, row gather, bias add (+ residual).
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 
@@ -13,6 +14,7 @@ template <typename T, int N>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
                                  const int32_t* __restrict__ positions,
                                  const T* __restrict__ pos_table, T* __restrict__ out, int cols) {
+  pdl::allow_dependents();  // as a row gather, the LM head may start streaming its weights
   const int t = blockIdx.x;
   const int packs = cols / N;
   const T* src = table + size_t(ids[t]) * cols;

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/gemm.h"
 
 namespace lmx::kernels::cuda {
@@ -49,6 +50,9 @@ namespace {
 #endif
 #ifndef LMX_GEMV_MIN_BLOCKS
 #define LMX_GEMV_MIN_BLOCKS 2
+#endif
+#ifndef LMX_GEMV_PDL  // launch as a programmatic dependent (1) or plainly (0)
+#define LMX_GEMV_PDL 1
 #endif
 
 constexpr int kTileRows = 16;           // weight rows per tile: the mma's M
@@ -128,9 +132,14 @@ __device__ __forceinline__ void mma_step(float (&acc)[4], const uint4& w_lo, con
 // g + 8 and of x row g; `left` is how many chunks of the row remain from the warp's first step
 // (chunk 4 x warp): the same in every lane, so the loop, and with it the warp-wide mma, never
 // diverges. Returns the lane's part of the 16 x 8 partial product (see mma_16x8x16's d).
+//
+// The kernel is launched as a programmatic dependent (kernels/cuda/pdl.cuh): with `wait` set (the
+// block's first tile) the first iteration's weight loads are issued before waiting for the kernel
+// that writes x, so the weight stream starts during that kernel's tail.
 template <typename T>
 __device__ __forceinline__ void tile_partial(float (&acc)[4], const uint4* w_lo, const uint4* w_hi,
-                                             const uint4* xr, bool has_x, int t, int left) {
+                                             const uint4* xr, bool has_x, int t, int left,
+                                             bool wait) {
   constexpr int kStride = kWarps * 4;  // chunks from one of the warp's steps to its next
 #pragma unroll
   for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
@@ -143,12 +152,17 @@ __device__ __forceinline__ void tile_partial(float (&acc)[4], const uint4* w_lo,
       lo[u] = load_weights(w_lo + u * kStride, u * kStride + t < left);
       hi[u] = load_weights(w_hi + u * kStride, u * kStride + t < left);
     }
+    if (wait) {  // weights never change within a step: only x had to wait
+      pdl::wait_for_primary();
+      wait = false;
+    }
 #pragma unroll
     for (int u = 0; u < kSteps; ++u)
       xv[u] = load_x(xr + u * kStride, has_x && u * kStride + t < left);
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) mma_step<T>(acc, lo[u], hi[u], xv[u]);
   }
+  if (wait) pdl::wait_for_primary();  // this warp had no k-steps
 }
 
 // One block: tiles blockIdx.x, blockIdx.x + gridDim.x, ... of 16 weight rows; its warps split K
@@ -172,7 +186,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const uint4* w_lo = reinterpret_cast<const uint4*>(w + size_t(min(n_lo, N - 1)) * K) + first;
     const uint4* w_hi = reinterpret_cast<const uint4*>(w + size_t(min(n_hi, N - 1)) * K) + first;
     float acc[4];
-    tile_partial<T>(acc, w_lo, w_hi, xr, has_x, t, chunks - 4 * warp);
+    // x is the previous kernel's output (and y may still be read by it): the first tile waits.
+    tile_partial<T>(acc, w_lo, w_hi, xr, has_x, t, chunks - 4 * warp, tile == int(blockIdx.x));
     partial[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
     if (warp == 0) {
@@ -220,7 +235,11 @@ template <typename T, typename Out>
 void launch(const T* x, const T* w, Out* y, int M, int N, int K, cudaStream_t stream) {
   if (M <= 0 || N <= 0) return;
   const int tiles = (N + kTileRows - 1) / kTileRows;
-  skinny_kernel<T, Out><<<grid_for<T, Out>(tiles), kThreads, 0, stream>>>(x, w, y, M, N, K);
+  if (LMX_GEMV_PDL)
+    pdl::launch_dependent(skinny_kernel<T, Out>, dim3(grid_for<T, Out>(tiles)), dim3(kThreads), 0,
+                          stream, x, w, y, M, N, K);
+  else
+    skinny_kernel<T, Out><<<grid_for<T, Out>(tiles), kThreads, 0, stream>>>(x, w, y, M, N, K);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/norm.h"
 
 namespace lmx::kernels::cuda {
@@ -15,6 +16,7 @@ __global__ void __launch_bounds__(1024)
     add_norm_kernel(const T* in, T* residual_out,
                     const T* x, const T* __restrict__ weight,
                     const T* __restrict__ bias, T* out, int cols, float eps) {
+  pdl::allow_dependents();  // the next projection may start streaming its weights
   __shared__ float scratch[33];
   const size_t row = blockIdx.x;
   const int packs = cols / N;
@@ -78,6 +80,7 @@ __global__ void add_norm_long_kernel(const T* in, T* residual_out,
                                      const T* x, const T* __restrict__ weight,
                                      const T* __restrict__ bias, T* out, int cols,
                                      float eps) {
+  pdl::allow_dependents();
   __shared__ float scratch[33];
   const size_t row = size_t(blockIdx.x) * cols;
   const T* src = x ? residual_out : in;  // after the add, read the updated residual
