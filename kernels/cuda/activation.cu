@@ -24,6 +24,7 @@ __device__ __forceinline__ float apply(float x) {
 template <typename T, int N, ActivationKind K, bool GATED>
 __global__ void act_kernel(const T* in, const T* __restrict__ bias, T* out, size_t packs,
                            int inter_packs) {
+  pdl::wait_for_primary();
   pdl::allow_dependents();  // the down projection may start streaming its weights
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < packs;
        i += size_t(gridDim.x) * blockDim.x) {
@@ -68,20 +69,20 @@ void launch_kind(ActivationKind kind, const T* in, const T* bias, T* out, size_t
   const int blocks = int(std::min<size_t>((packs + threads - 1) / threads, 132 * 16));
   switch (kind) {
     case ActivationKind::Silu:
-      act_kernel<T, N, ActivationKind::Silu, GATED>
-          <<<blocks, threads, 0, stream>>>(in, bias, out, packs, inter_packs);
+      pdl::launch_dependent(act_kernel<T, N, ActivationKind::Silu, GATED>, dim3(blocks),
+                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
       break;
     case ActivationKind::GeluTanh:
-      act_kernel<T, N, ActivationKind::GeluTanh, GATED>
-          <<<blocks, threads, 0, stream>>>(in, bias, out, packs, inter_packs);
+      pdl::launch_dependent(act_kernel<T, N, ActivationKind::GeluTanh, GATED>, dim3(blocks),
+                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
       break;
     case ActivationKind::GeluExact:
-      act_kernel<T, N, ActivationKind::GeluExact, GATED>
-          <<<blocks, threads, 0, stream>>>(in, bias, out, packs, inter_packs);
+      pdl::launch_dependent(act_kernel<T, N, ActivationKind::GeluExact, GATED>, dim3(blocks),
+                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
       break;
     case ActivationKind::Relu:
-      act_kernel<T, N, ActivationKind::Relu, GATED>
-          <<<blocks, threads, 0, stream>>>(in, bias, out, packs, inter_packs);
+      pdl::launch_dependent(act_kernel<T, N, ActivationKind::Relu, GATED>, dim3(blocks),
+                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
       break;
   }
 }

@@ -231,14 +231,17 @@ size_t partial_bytes(int tokens, int heads, int head_dim, int splits) {
   return size_t(tokens) * heads * splits * (size_t(head_dim) + 2) * sizeof(float);
 }
 
+// q and the caches are not __restrict__ (no read-only loads): the rope + KV-write kernel before
+// this one writes them, and a programmatic dependent launch overlaps it (kernels/cuda/pdl.cuh).
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
-    decode_kernel(const T* __restrict__ q, int q_stride, const T* __restrict__ k_cache,
-                  const T* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
-                  const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
-                  T* __restrict__ out, float* __restrict__ ws_acc, float2* __restrict__ ws_ml,
-                  int heads, float scale_log2, int window, PagedKvLayout L, int splits,
-                  int split_keys, int head_chunks, int heads_per_cta) {
+    decode_kernel(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+                  const int32_t* __restrict__ block_tables, const int32_t* __restrict__ token_seq,
+                  const int32_t* __restrict__ token_pos, T* __restrict__ out,
+                  float* __restrict__ ws_acc, float2* __restrict__ ws_ml, int heads,
+                  float scale_log2, int window, PagedKvLayout L, int splits, int split_keys,
+                  int head_chunks, int heads_per_cta) {
+  pdl::wait_for_primary();
   pdl::allow_dependents();  // the output projection may start streaming its weights
   using Geo = Tile<T, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
@@ -392,11 +395,12 @@ constexpr int warp_kernel_smem() {
 // G = heads / kv_heads query heads per CTA.
 template <typename T, int D, int G>
 __global__ void __launch_bounds__(kThreads)
-    decode_warp_kernel(const T* __restrict__ q, int q_stride, const T* __restrict__ k_cache,
-                       const T* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
+    decode_warp_kernel(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+                       const int32_t* __restrict__ block_tables,
                        const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
                        T* __restrict__ out, int heads, float scale_log2, int window,
                        PagedKvLayout L, int splits, int split_keys) {
+  pdl::wait_for_primary();
   pdl::allow_dependents();  // the output projection may start streaming its weights
   using Geo = Tile<T, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
@@ -602,9 +606,10 @@ __global__ void __launch_bounds__(kThreads)
 // Merge the splits of one (token, head): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
-    decode_reduce_kernel(const float* __restrict__ ws_acc, const float2* __restrict__ ws_ml,
+    decode_reduce_kernel(const float* ws_acc, const float2* ws_ml,
                          const int32_t* __restrict__ token_pos, T* __restrict__ out, int heads,
                          int window, int splits, int split_keys) {
+  pdl::wait_for_primary();
   pdl::allow_dependents();
   __shared__ float w_s[kMaxSplits];
   __shared__ float inv_l;
@@ -646,12 +651,13 @@ void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
                       ? reinterpret_cast<float2*>(ws_acc + size_t(tokens) * heads * s.splits * D)
                       : nullptr;
   const dim3 grid(s.splits, L.kv_heads * s.head_chunks, tokens);
-  decode_kernel<T, D><<<grid, kThreads, 0, stream>>>(
-      q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, ws_acc, ws_ml, heads,
-      scale * kLog2e, window, L, s.splits, s.keys, s.head_chunks, s.heads_per_cta);
+  pdl::launch_dependent(decode_kernel<T, D>, dim3(grid), dim3(kThreads), 0, stream, q, q_stride,
+                        k_cache, v_cache, block_tables, token_seq, token_pos, out, ws_acc, ws_ml,
+                        heads, scale * kLog2e, window, L, s.splits, s.keys, s.head_chunks,
+                        s.heads_per_cta);
   if (s.splits > 1)
-    decode_reduce_kernel<T, D><<<dim3(heads, tokens), kThreads, 0, stream>>>(
-        ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys);
+    pdl::launch_dependent(decode_reduce_kernel<T, D>, dim3(heads, tokens), dim3(kThreads), 0,
+                          stream, ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys);
 }
 
 template <typename T, int D, int G>
@@ -673,13 +679,13 @@ void launch_warp(const T* q, int q_stride, const T* k_cache, const T* v_cache,
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = unsigned(s.splits);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cfg.attrs = &cluster;
-  cfg.numAttrs = s.splits > 1 ? 1 : 0;
+  cudaLaunchAttribute attrs[2] = {pdl::dependent_attribute(), {}};
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = unsigned(s.splits);
+  attrs[1].val.clusterDim.y = 1;
+  attrs[1].val.clusterDim.z = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = s.splits > 1 ? 2 : 1;  // a cluster only when the splits merge through it
   cudaLaunchKernelEx(&cfg, kernel, q, q_stride, k_cache, v_cache, block_tables, token_seq,
                      token_pos, out, heads, scale * kLog2e, window, L, s.splits, s.keys);
 }

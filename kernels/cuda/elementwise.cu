@@ -11,9 +11,12 @@ using namespace detail;
 
 // One block per output row: out[t] = table[ids[t]] (+ pos_table[positions[t]]).
 template <typename T, int N>
-__global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
+// table is not __restrict__ (no read-only loads): as a row gather it is the previous kernel's
+// output, which a programmatic dependent launch overlaps.
+__global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* table,
                                  const int32_t* __restrict__ positions,
                                  const T* __restrict__ pos_table, T* __restrict__ out, int cols) {
+  pdl::wait_for_primary();
   pdl::allow_dependents();  // as a row gather, the LM head may start streaming its weights
   const int t = blockIdx.x;
   const int packs = cols / N;
@@ -39,12 +42,12 @@ void launch_embedding(const int32_t* ids, const T* table, const int32_t* positio
   constexpr int V = kVec<T>;
   if (vec_ok(cols, sizeof(T), {table, pos_table, out})) {
     const int threads = std::min(512, (cols / V + 31) / 32 * 32);
-    embedding_kernel<T, V><<<tokens, threads, 0, stream>>>(ids, table, positions, pos_table, out,
-                                                          cols);
+    pdl::launch_dependent(embedding_kernel<T, V>, dim3(tokens), dim3(threads), 0, stream, ids,
+                          table, positions, pos_table, out, cols);
   } else {
     const int threads = std::min(512, (cols + 31) / 32 * 32);
-    embedding_kernel<T, 1><<<tokens, threads, 0, stream>>>(ids, table, positions, pos_table, out,
-                                                          cols);
+    pdl::launch_dependent(embedding_kernel<T, 1>, dim3(tokens), dim3(threads), 0, stream, ids,
+                          table, positions, pos_table, out, cols);
   }
 }
 

@@ -16,7 +16,7 @@
 //   (16 x 16 B a lane, 8 KB a warp) before its first mma, and 2 blocks of 8 warps fit an SM
 //   (128 registers), so ~128 KB a SM are requested at once; weights are read with
 //   ld.global.nc.L1::no_allocate.L2::256B (streamed once: L1 keeps x, L2 fetches 256-byte
-//   blocks); x goes through the read-only L1 path (it is re-read by every tile).
+//   blocks); x is read through L2 (.cg: it is written by the kernel this one overlaps).
 // - The 8 warps of a block split K of the same tile (warp w takes k-steps w, w + 8, ...) and sum
 //   their 16 x 8 partial tiles in shared memory, so even N = 4096 (256 tiles) gives 2048 warps
 //   of independent streams, with no second kernel.
@@ -78,7 +78,9 @@ __device__ __forceinline__ uint4 load_weights(const uint4* p, bool pred) {
   return v;
 }
 
-// 16 bytes of x through the read-only (L1-cached) path; zero when !pred.
+// 16 bytes of x, cached in L2 only; zero when !pred. Not the read-only (.nc) path: x is written
+// by the kernel this one overlaps (programmatic dependent launch), so it is not read-only for
+// this kernel's lifetime.
 __device__ __forceinline__ uint4 load_x(const uint4* p, bool pred) {
   uint4 v;
   asm volatile(
@@ -86,7 +88,7 @@ __device__ __forceinline__ uint4 load_x(const uint4* p, bool pred) {
       "  .reg .pred p;\n"
       "  setp.ne.b32 p, %5, 0;\n"
       "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n"
-      "  @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      "  @p ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
       "}\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p), "r"(int(pred)));

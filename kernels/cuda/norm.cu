@@ -16,6 +16,7 @@ __global__ void __launch_bounds__(1024)
     add_norm_kernel(const T* in, T* residual_out,
                     const T* x, const T* __restrict__ weight,
                     const T* __restrict__ bias, T* out, int cols, float eps) {
+  pdl::wait_for_primary();
   pdl::allow_dependents();  // the next projection may start streaming its weights
   __shared__ float scratch[33];
   const size_t row = blockIdx.x;
@@ -80,6 +81,7 @@ __global__ void add_norm_long_kernel(const T* in, T* residual_out,
                                      const T* x, const T* __restrict__ weight,
                                      const T* __restrict__ bias, T* out, int cols,
                                      float eps) {
+  pdl::wait_for_primary();
   pdl::allow_dependents();
   __shared__ float scratch[33];
   const size_t row = size_t(blockIdx.x) * cols;
@@ -120,14 +122,14 @@ bool launch_cached(const T* in, T* residual, const T* x, const T* weight, const 
   // Fewest packs per thread (kept in registers: at most 4 packs = 32 floats) within 1024 threads.
   auto threads_for = [&](int vpt) { return ((packs + vpt - 1) / vpt + 31) / 32 * 32; };
   if (packs <= 512) {
-    add_norm_kernel<T, N, 1, LAYER>
-        <<<rows, threads_for(1), 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
+    pdl::launch_dependent(add_norm_kernel<T, N, 1, LAYER>, dim3(rows), dim3(threads_for(1)), 0,
+                          stream, in, residual, x, weight, bias, out, cols, eps);
   } else if (packs <= 1024) {
-    add_norm_kernel<T, N, 2, LAYER>
-        <<<rows, threads_for(2), 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
+    pdl::launch_dependent(add_norm_kernel<T, N, 2, LAYER>, dim3(rows), dim3(threads_for(2)), 0,
+                          stream, in, residual, x, weight, bias, out, cols, eps);
   } else if (packs <= 4096) {
-    add_norm_kernel<T, N, 4, LAYER>
-        <<<rows, threads_for(4), 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
+    pdl::launch_dependent(add_norm_kernel<T, N, 4, LAYER>, dim3(rows), dim3(threads_for(4)), 0,
+                          stream, in, residual, x, weight, bias, out, cols, eps);
   } else {
     return false;
   }
@@ -146,8 +148,8 @@ void launch(const T* in, T* residual, const T* x, const T* weight, const T* bias
                                         stream)) {
     return;
   }
-  add_norm_long_kernel<T, LAYER>
-      <<<rows, 1024, 0, stream>>>(in, residual, x, weight, bias, out, cols, eps);
+  pdl::launch_dependent(add_norm_long_kernel<T, LAYER>, dim3(rows), dim3(1024), 0, stream, in,
+                        residual, x, weight, bias, out, cols, eps);
 }
 
 }  // namespace

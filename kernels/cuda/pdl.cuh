@@ -8,9 +8,11 @@
 // - the secondary is launched with launch_dependent(), and before it reads or writes anything the
 //   primary (or an earlier kernel) writes or reads, calls wait_for_primary(), which returns once
 //   the primary has completed and its memory is visible. Before that it may only read data no
-//   kernel of the step writes (weights).
-// Used by the decode GEMV (kernels/cuda/gemv.cu: its first weight loads are issued before the
-// wait), after the norm, activation, attention and row-gather kernels that feed it. Measured on
+//   kernel of the step writes (weights). Data the primary writes must not be read through the
+//   read-only path (ld.global.nc / __ldg / const __restrict__) even after the wait: it is not
+//   read-only for the secondary's lifetime.
+// Every kernel of a decode step is launched this way and waits at its top, except the decode
+// GEMV (kernels/cuda/gemv.cu), which issues its first weight loads before waiting. Measured on
 // an H100 (Llama-2-7B fp16, graphs): batch 1 5.55 -> 5.42 ms a step, batch 8 6.70 -> 6.60 ms.
 // Prefetching more of the weights into L2 before the wait (prefetch.global.L2, one or two
 // iterations a warp) made it slower (5.51 / 5.73 ms): not done.
@@ -33,6 +35,15 @@ __device__ __forceinline__ void wait_for_primary() {
 #endif
 }
 
+// The launch attribute that makes a launch a programmatic dependent (for cudaLaunchKernelEx
+// launches that need other attributes too).
+inline cudaLaunchAttribute dependent_attribute() {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  return attribute;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent of the kernel
 // before it in the stream (graph capture records the programmatic edge).
 template <typename... Params, typename... Args>
@@ -43,9 +54,7 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attribute = dependent_attribute();
   config.attrs = &attribute;
   config.numAttrs = 1;
   cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/rope_kv.h"
 
 namespace lmx::kernels::cuda {
@@ -17,6 +18,8 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
                                      T* __restrict__ k_cache, T* __restrict__ v_cache,
                                      const int32_t* __restrict__ block_tables,
                                      const int32_t* __restrict__ token_seq, PagedKvLayout L) {
+  pdl::wait_for_primary();
+  pdl::allow_dependents();
   const int t = blockIdx.x;
   const int D = L.head_dim, half = rotary_dim / 2;
   const int q_size = heads * D, kv_size = L.kv_heads * D;
@@ -89,10 +92,9 @@ void rope_write_kv(T* qkv, int qkv_stride, const T* qkv_bias, const int32_t* tok
                     layout.kv_heads * layout.head_dim;
   const int threads = std::min(256, (units + 31) / 32 * 32);
   const dim3 grid(unsigned(tokens), unsigned((units + threads - 1) / threads));
-  rope_write_kv_kernel<T><<<grid, threads, 0, stream>>>(qkv, qkv_stride, qkv_bias, token_pos,
-                                                          inv_freq, rotary_dim, heads, k_cache,
-                                                          v_cache, block_tables, token_seq,
-                                                          layout);
+  pdl::launch_dependent(rope_write_kv_kernel<T>, dim3(grid), dim3(threads), 0, stream, qkv,
+                        qkv_stride, qkv_bias, token_pos, inv_freq, rotary_dim, heads, k_cache,
+                        v_cache, block_tables, token_seq, layout);
 }
 
 #define LMX_INSTANTIATE(T)                                                                      \

@@ -2,6 +2,7 @@
 #include <climits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/philox.h"
 #include "kernels/sampling.h"
 
@@ -172,10 +173,12 @@ __device__ uint32_t radix_select(ZOf z_of, int V, uint32_t floor_key, float zmax
 }
 
 __global__ void __launch_bounds__(kThreads)
-    sample_kernel(const float* __restrict__ logits, int V, const SamplingRow* __restrict__ params,
+    sample_kernel(const float* logits, int V, const SamplingRow* __restrict__ params,
                   const int32_t* __restrict__ prev_ids, int prev_stride,
                   const int32_t* __restrict__ prev_len, int32_t* __restrict__ out_ids,
                   float* __restrict__ out_logprob) {
+  pdl::wait_for_primary();
+  pdl::allow_dependents();
   extern __shared__ uint32_t seen[];  // [ceil(V / 32)] history bitmap
   __shared__ Shared sh;
   const int r = blockIdx.x;
@@ -275,8 +278,8 @@ void sample(const float* logits, int n, int vocab, const SamplingRow* params,
   const size_t bitmap = size_t((vocab + 31) / 32) * sizeof(uint32_t);
   if (bitmap + sizeof(Shared) > 48 * 1024)  // not a stream operation: fine inside graph capture
     cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bitmap));
-  sample_kernel<<<n, kThreads, bitmap, stream>>>(logits, vocab, params, prev_ids, prev_stride,
-                                                 prev_len, out_ids, out_logprob);
+  pdl::launch_dependent(sample_kernel, dim3(n), dim3(kThreads), bitmap, stream, logits, vocab,
+                        params, prev_ids, prev_stride, prev_len, out_ids, out_logprob);
 }
 
 }  // namespace lmx::kernels::cuda
