@@ -13,9 +13,10 @@
 //   read-only for the secondary's lifetime.
 // Every kernel of a decode step is launched this way and waits at its top, except the decode
 // GEMV (kernels/cuda/gemv.cu), which issues its first weight loads before waiting. Measured on
-// an H100 (Llama-2-7B fp16, graphs): batch 1 5.55 -> 5.42 ms a step, batch 8 6.70 -> 6.60 ms.
-// Prefetching more of the weights into L2 before the wait (prefetch.global.L2, one or two
-// iterations a warp) made it slower (5.51 / 5.73 ms): not done.
+// an H100 (Llama-2-7B fp16, graphs): batch 1 5.55 ms a step with no dependent launches, 5.42
+// with the GEMV alone, 5.32 with every kernel (batch 8: 6.70, 6.60, 6.53). Prefetching more of
+// the weights into L2 before the wait (prefetch.global.L2, one or two iterations a warp) made it
+// slower (5.51 / 5.73 ms with the GEMV alone): not done.
 // Kernels launched normally, and every kernel on GPUs before sm_90, behave as without it.
 #pragma once
 
