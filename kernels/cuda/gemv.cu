@@ -64,38 +64,29 @@ constexpr int kSteps = LMX_GEMV_STEPS;           // k-steps a warp iteration: 2 
 constexpr int kMinBlocks = LMX_GEMV_MIN_BLOCKS;  // resident blocks per SM (register budget)
 static_assert(kWarps >= 1 && kThreads <= 1024 && kSteps >= 1 && kMinBlocks >= 1);
 
-// 16 bytes of weights, streamed (no L1 allocation, 256-byte L2 fetch); zero when !pred, without
-// touching memory.
-__device__ __forceinline__ uint4 load_weights(const uint4* p, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p;\n"
-      "  setp.ne.b32 p, %5, 0;\n"
-      "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n"
-      "  @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      "}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(int(pred)));
-  return v;
-}
+// Defines `uint4 NAME(const uint4* p, bool pred)`: the 16 bytes at p loaded with the PTX load
+// LOAD, or zeros without touching memory when !pred.
+#define LMX_PREDICATED_LOAD16(NAME, LOAD)                                          \
+  __device__ __forceinline__ uint4 NAME(const uint4* p, bool pred) {               \
+    uint4 v;                                                                       \
+    asm volatile(                                                                  \
+        "{\n"                                                                      \
+        "  .reg .pred p;\n"                                                        \
+        "  setp.ne.b32 p, %5, 0;\n"                                                \
+        "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n" \
+        "  @p " LOAD " {%0, %1, %2, %3}, [%4];\n"                                   \
+        "}\n"                                                                      \
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                               \
+        : "l"(p), "r"(int(pred)));                                                 \
+    return v;                                                                      \
+  }
 
-// 16 bytes of x, cached in L2 only; zero when !pred. Not the read-only (.nc) path: x is written
-// by the kernel this one overlaps (programmatic dependent launch), so it is not read-only for
-// this kernel's lifetime.
-__device__ __forceinline__ uint4 load_x(const uint4* p, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p;\n"
-      "  setp.ne.b32 p, %5, 0;\n"
-      "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n"
-      "  @p ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      "}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(int(pred)));
-  return v;
-}
+// Weights: streamed once through the read-only path, no L1 allocation, 256-byte L2 fetches.
+LMX_PREDICATED_LOAD16(load_weights, "ld.global.nc.L1::no_allocate.L2::256B.v4.u32")
+// x: cached in L2 only. Not the read-only (.nc) path: x is written by the kernel this one
+// overlaps (programmatic dependent launch), so it is not read-only for this kernel's lifetime.
+LMX_PREDICATED_LOAD16(load_x, "ld.global.cg.v4.u32")
+#undef LMX_PREDICATED_LOAD16
 
 // d = A · B for one m16n8k16 (fp32 out, zero accumulator in). Fragments (PTX ISA, per lane,
 // g = lane / 4, t = lane % 4): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..],
