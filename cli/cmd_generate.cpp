@@ -28,7 +28,8 @@ constexpr const char* kUsage =
     "                    [--device cpu|cuda [--dtype fp16|bf16|fp32]] [--greedy | --temperature T\n"
     "                    --top-k K --top-p P"
     " --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
-    "                    [--dump-logits] [--verbose]\n";
+    "                    [--dump-logits] [--verbose]\n"
+    "  sampling without --seed uses a random seed\n";
 
 SamplingParams sampling_from(const Args& args) {
   SamplingParams s;
