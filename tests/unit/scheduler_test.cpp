@@ -182,6 +182,42 @@ TEST_P(SchedulerTest, SeededSamplingIsReproducibleInAnyBatch) {
   EXPECT_EQ(sampled(false), sampled(true));
 }
 
+// A draw is a function of (logits, seed, tokens generated so far): a sampled sequence that is
+// preempted and recomputed draws exactly the tokens it drew before, so it matches a run with
+// room for everyone.
+TEST_P(SchedulerTest, PreemptedSampledSequencesDrawTheSameTokens) {
+  auto sampled = [&](int blocks) {
+    auto b = backend(blocks);
+    Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
+    for (size_t i = 0; i < cases_.size(); ++i) {
+      SchedulerRequest r = greedy(i, cases_[i]);
+      r.params.sampling = {.greedy = false, .temperature = 1.5f, .top_p = 0.95f, .seed = 77 + i};
+      s.add(r);
+    }
+    auto out = drain(s);
+    return std::pair{out, s.stats().preemptions};
+  };
+  const auto [roomy, none] = sampled(256);
+  const auto [tight, some] = sampled(15);
+  EXPECT_EQ(none, 0);
+  EXPECT_GT(some, 0);
+  EXPECT_EQ(roomy, tight);
+}
+
+// Without a seed every request gets its own: two sampled requests for the same prompt differ.
+TEST_P(SchedulerTest, SampledRequestsWithoutSeedDiffer) {
+  auto b = backend(256);
+  Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
+  for (uint64_t i = 0; i < 2; ++i) {
+    SchedulerRequest r = greedy(i, cases_[1]);
+    r.params.sampling = {.greedy = false, .temperature = 2.0f};
+    s.add(r);
+  }
+  const auto out = drain(s);
+  ASSERT_GE(out.at(0).size(), 10u);
+  EXPECT_NE(out.at(0), out.at(1));  // a chance match of every token is negligible at T = 2
+}
+
 TEST_P(SchedulerTest, EosStopsUnlessIgnored) {
   auto b = backend(256);
   Scheduler s(*b, {});
