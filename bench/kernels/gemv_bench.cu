@@ -12,7 +12,8 @@
 // captured in one CUDA graph, as decode runs them.
 // The last column checks the skinny output against cuBLAS's: max |difference| / max |cuBLAS|
 // (fp16 output rounding: ~1e-3; bf16: ~8e-3; fp32 output of the LM head: ~1e-6).
-// Usage: lmx_bench_gemv [--iters N (200)] [--dtype fp16|bf16 (fp16)] [--graph]
+// --prefill: the same shapes at 512 and 4096 rows through cuBLAS, in TFLOP/s (prefill GEMMs).
+// Usage: lmx_bench_gemv [--iters N (200)] [--dtype fp16|bf16 (fp16)] [--graph] [--prefill]
 // Tuning variants of the kernel (compile-time knobs at the top of kernels/cuda/gemv.cu), built
 // stand-alone from the repository root in a few seconds each:
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I. -DLMX_GEMV_WARPS=8 -DLMX_GEMV_STEPS=4 \
@@ -221,10 +222,38 @@ void run_shape(const Shape& s, double ceiling) {
   cudaFree(w), cudaFree(x), cudaFree(y_ref), cudaFree(y), cudaFree(y32_ref), cudaFree(y32);
 }
 
+// Prefill-sized GEMMs (cuBLAS only: the skinny kernel takes <= 8 rows) at M rows: TFLOP/s =
+// 2 M N K / time. Weights rotate as in the decode table (they matter less: the product is
+// compute-bound).
+template <typename T>
+void run_prefill_shape(const Shape& s, int M) {
+  const size_t elems = size_t(s.N) * s.K, bytes = elems * sizeof(T);
+  const int copies = int(std::max<size_t>(2, (kMinRotationBytes + bytes - 1) / bytes));
+  T* w = alloc_random<T>(elems * copies, 4321u + uint32_t(s.N));
+  T* x = alloc_random<T>(size_t(M) * s.K, 78u);
+  T* y = nullptr;
+  float* y32 = nullptr;
+  CHECK(cudaMalloc(&y, size_t(M) * s.N * sizeof(T)));
+  CHECK(cudaMalloc(&y32, size_t(M) * s.N * sizeof(float)));
+  k::GemmContext ctx;
+  auto cublas = [&](int i) {
+    const T* wi = w + size_t(i % copies) * elems;
+    if (s.f32_out)
+      k::linear_f32_out<T>(ctx, x, wi, y32, M, s.N, s.K, g_stream);
+    else
+      k::linear<T>(ctx, x, wi, y, M, s.N, s.K, g_stream);
+  };
+  const double us = time_us(cublas, copies);
+  const double tflops = 2.0 * M * s.N * s.K / (us * 1e6);
+  std::printf("%-8s %6d %6d %5d | %9.1f us %7.1f TFLOP/s\n", s.name, s.N, s.K, M, us, tflops);
+  std::fflush(stdout);
+  cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(y32);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool bf16 = false;
+  bool bf16 = false, prefill = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
       g_iters = std::max(1, std::atoi(argv[++i]));
@@ -237,8 +266,11 @@ int main(int argc, char** argv) {
       bf16 = !std::strcmp(d, "bf16");
     } else if (!std::strcmp(argv[i], "--graph")) {
       g_graph = true;
+    } else if (!std::strcmp(argv[i], "--prefill")) {
+      prefill = true;
     } else {
-      std::fprintf(stderr, "usage: lmx_bench_gemv [--iters N] [--dtype fp16|bf16] [--graph]\n");
+      std::fprintf(stderr,
+                   "usage: lmx_bench_gemv [--iters N] [--dtype fp16|bf16] [--graph] [--prefill]\n");
       return 2;
     }
   }
@@ -251,6 +283,18 @@ int main(int argc, char** argv) {
       "timing, %s; weights rotate over >= 4 copies (>= 256 MB)\n",
       prop.name, prop.multiProcessorCount, ceiling, bf16 ? "bf16" : "fp16", g_iters,
       g_graph ? "one CUDA graph" : "stream launches");
+  if (prefill) {  // the prompt-sized products, through cuBLAS
+    std::printf("%-8s %6s %6s %5s | cuBLAS\n", "shape", "N", "K", "M");
+    for (int M : {512, 4096})
+      for (const Shape& s : kShapes) {
+        if (bf16)
+          run_prefill_shape<__nv_bfloat16>(s, M);
+        else
+          run_prefill_shape<__half>(s, M);
+      }
+    CHECK(cudaStreamDestroy(g_stream));
+    return 0;
+  }
   std::printf("%-8s %6s %6s %2s %7s | %8s %7s | %8s %7s %6s | %6s | %s\n", "shape", "N", "K", "M",
               "MB", "cuBLAS", "GB/s", "skinny", "GB/s", "%read", "speed", "max rel diff");
   for (const Shape& s : kShapes) {
