@@ -1,5 +1,7 @@
 #include "container/http_session.h"
 
+#include <iterator>
+
 #include <spdlog/spdlog.h>
 #include <boost/asio/dispatch.hpp>
 
@@ -147,9 +149,11 @@ void HttpSession::pump() {
   }
   if (!out_.empty()) {
     writing_ = true;
+    chunk_in_flight_ = true;
     net::async_write(stream_, http::make_chunk(net::buffer(out_.front())),
                      [self](beast::error_code ec, std::size_t) {
                        self->writing_ = false;
+                       self->chunk_in_flight_ = false;
                        self->out_.pop_front();
                        if (ec) return self->mark_gone();
                        self->pump();
@@ -171,7 +175,9 @@ void HttpSession::pump() {
 void HttpSession::mark_gone() {
   if (gone_) return;
   gone_ = true;
-  out_.clear();
+  // Drop the unsent chunks; a chunk being written stays until its write completes (the write
+  // reads its buffer, and its completion pops it).
+  out_.erase(chunk_in_flight_ ? std::next(out_.begin()) : out_.begin(), out_.end());
   if (on_disconnect_) {
     auto fn = std::move(on_disconnect_);
     on_disconnect_ = nullptr;

@@ -69,6 +69,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool streaming_ = false;
   bool header_sent_ = false;
   bool writing_ = false;
+  bool chunk_in_flight_ = false;  // out_.front() is being written: its buffer must stay alive
   bool end_queued_ = false;
   std::deque<std::string> out_;
   std::unique_ptr<boost::beast::http::response<boost::beast::http::empty_body>> stream_head_;
