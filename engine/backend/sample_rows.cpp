@@ -27,16 +27,20 @@ PackedSampleRows pack_sample_rows(std::span<const SampleSpec> rows) {
   return p;
 }
 
+void check_sample_rows(size_t rows, size_t outputs, size_t logit_rows) {
+  if (rows != outputs)
+    throw_error("forward_sample: {} sampling rows but {} outputs", rows, outputs);
+  if (rows != logit_rows)
+    throw_error("forward_sample: {} sampling rows for {} logits rows", rows, logit_rows);
+}
+
 void Backend::forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
                              std::span<SampledToken> out, std::vector<float>* logits) {
-  if (rows.size() != out.size())
-    throw_error("forward_sample: {} sampling rows but {} outputs", rows.size(), out.size());
   std::vector<float> local;
   std::vector<float>& l = logits ? *logits : local;
   forward(chunks, l);
   const size_t V = size_t(desc().vocab_size);
-  if (l.size() != rows.size() * V)
-    throw_error("forward_sample: {} sampling rows for {} logits rows", rows.size(), l.size() / V);
+  check_sample_rows(rows.size(), out.size(), l.size() / V);
   const PackedSampleRows p = pack_sample_rows(rows);
   std::vector<int32_t> ids(rows.size());
   std::vector<float> logprobs(rows.size());

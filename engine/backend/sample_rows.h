@@ -21,4 +21,7 @@ struct PackedSampleRows {
 
 PackedSampleRows pack_sample_rows(std::span<const SampleSpec> rows);
 
+// Throws unless a forward_sample call has one sampling row and one output per logits row.
+void check_sample_rows(size_t rows, size_t outputs, size_t logit_rows);
+
 }  // namespace lmx

@@ -55,7 +55,8 @@ void Scheduler::validate(const SchedulerRequest& r) const {
 
 void Scheduler::add(SchedulerRequest request) {
   validate(request);
-  const uint64_t seed = request.params.sampling.seed.value_or(seeds_());
+  const std::optional<uint64_t>& given = request.params.sampling.seed;
+  const uint64_t seed = given ? *given : seeds_();  // draws from seeds_ only when needed
   auto seq = std::make_unique<Sequence>(
       Sequence{std::move(request), seed, {}, {}, 0, 0, arrivals_++});
   seq->tokens = seq->request.prompt;

@@ -67,23 +67,15 @@ void launch_kind(ActivationKind kind, const T* in, const T* bias, T* out, size_t
                  int inter_packs, cudaStream_t stream) {
   constexpr int threads = 256;
   const int blocks = int(std::min<size_t>((packs + threads - 1) / threads, 132 * 16));
+  auto go = [&](auto kernel) {
+    pdl::launch_dependent(kernel, dim3(blocks), dim3(threads), 0, stream, in, bias, out, packs,
+                          inter_packs);
+  };
   switch (kind) {
-    case ActivationKind::Silu:
-      pdl::launch_dependent(act_kernel<T, N, ActivationKind::Silu, GATED>, dim3(blocks),
-                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
-      break;
-    case ActivationKind::GeluTanh:
-      pdl::launch_dependent(act_kernel<T, N, ActivationKind::GeluTanh, GATED>, dim3(blocks),
-                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
-      break;
-    case ActivationKind::GeluExact:
-      pdl::launch_dependent(act_kernel<T, N, ActivationKind::GeluExact, GATED>, dim3(blocks),
-                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
-      break;
-    case ActivationKind::Relu:
-      pdl::launch_dependent(act_kernel<T, N, ActivationKind::Relu, GATED>, dim3(blocks),
-                            dim3(threads), 0, stream, in, bias, out, packs, inter_packs);
-      break;
+    case ActivationKind::Silu: go(act_kernel<T, N, ActivationKind::Silu, GATED>); break;
+    case ActivationKind::GeluTanh: go(act_kernel<T, N, ActivationKind::GeluTanh, GATED>); break;
+    case ActivationKind::GeluExact: go(act_kernel<T, N, ActivationKind::GeluExact, GATED>); break;
+    case ActivationKind::Relu: go(act_kernel<T, N, ActivationKind::Relu, GATED>); break;
   }
 }
 

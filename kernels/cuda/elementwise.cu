@@ -9,10 +9,10 @@ namespace {
 
 using namespace detail;
 
-// One block per output row: out[t] = table[ids[t]] (+ pos_table[positions[t]]).
+// One block per output row: out[t] = table[ids[t]] (+ pos_table[positions[t]]). table is not
+// __restrict__ (no read-only loads): as a row gather it is the previous kernel's output, which a
+// programmatic dependent launch overlaps.
 template <typename T, int N>
-// table is not __restrict__ (no read-only loads): as a row gather it is the previous kernel's
-// output, which a programmatic dependent launch overlaps.
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* table,
                                  const int32_t* __restrict__ positions,
                                  const T* __restrict__ pos_table, T* __restrict__ out, int cols) {

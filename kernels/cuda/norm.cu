@@ -120,20 +120,16 @@ bool launch_cached(const T* in, T* residual, const T* x, const T* weight, const 
                    int rows, int cols, float eps, cudaStream_t stream) {
   const int packs = cols / N;
   // Fewest packs per thread (kept in registers: at most 4 packs = 32 floats) within 1024 threads.
-  auto threads_for = [&](int vpt) { return ((packs + vpt - 1) / vpt + 31) / 32 * 32; };
-  if (packs <= 512) {
-    pdl::launch_dependent(add_norm_kernel<T, N, 1, LAYER>, dim3(rows), dim3(threads_for(1)), 0,
-                          stream, in, residual, x, weight, bias, out, cols, eps);
-  } else if (packs <= 1024) {
-    pdl::launch_dependent(add_norm_kernel<T, N, 2, LAYER>, dim3(rows), dim3(threads_for(2)), 0,
-                          stream, in, residual, x, weight, bias, out, cols, eps);
-  } else if (packs <= 4096) {
-    pdl::launch_dependent(add_norm_kernel<T, N, 4, LAYER>, dim3(rows), dim3(threads_for(4)), 0,
-                          stream, in, residual, x, weight, bias, out, cols, eps);
-  } else {
-    return false;
-  }
-  return true;
+  auto go = [&](auto kernel, int vpt) {
+    const int threads = ((packs + vpt - 1) / vpt + 31) / 32 * 32;
+    pdl::launch_dependent(kernel, dim3(rows), dim3(threads), 0, stream, in, residual, x, weight,
+                          bias, out, cols, eps);
+    return true;
+  };
+  if (packs <= 512) return go(add_norm_kernel<T, N, 1, LAYER>, 1);
+  if (packs <= 1024) return go(add_norm_kernel<T, N, 2, LAYER>, 2);
+  if (packs <= 4096) return go(add_norm_kernel<T, N, 4, LAYER>, 4);
+  return false;
 }
 
 template <typename T, bool LAYER>

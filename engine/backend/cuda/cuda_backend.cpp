@@ -73,11 +73,8 @@ class CudaBackend final : public Backend {
   // when asked for).
   void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> specs,
                       std::span<SampledToken> out, std::vector<float>* logits) override {
-    if (specs.size() != out.size())
-      throw_error("forward_sample: {} sampling rows but {} outputs", specs.size(), out.size());
     const int rows = enqueue(chunks);
-    if (size_t(rows) != specs.size())
-      throw_error("forward_sample: {} sampling rows for {} logits rows", specs.size(), rows);
+    check_sample_rows(specs.size(), out.size(), size_t(rows));
     if (logits) download_logits(rows, *logits);
     const PackedSampleRows p = pack_sample_rows(specs);
     if (p.has_history() && size_t(rows) * p.prev_stride > sample_prev_.size())
