@@ -25,20 +25,10 @@
 #include <gtest/gtest.h>
 
 #include "kernels/attention.h"
+#include "tests/kernels/cuda_test_util.h"
 
 namespace lmx {
 namespace {
-
-#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!have_gpu())    \
-  GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
 
 template <typename T>
 struct Tol;
@@ -60,17 +50,6 @@ std::string name(const Shape& s) {
          std::to_string(s.head_dim) + ", window " + std::to_string(s.window);
 }
 
-template <typename T>
-struct DeviceBuf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DeviceBuf(size_t count) : n(count) {
-    if (cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) p = nullptr;
-  }
-  ~DeviceBuf() { cudaFree(p); }
-  DeviceBuf(const DeviceBuf&) = delete;
-  DeviceBuf& operator=(const DeviceBuf&) = delete;
-};
 
 template <typename T>
 std::vector<T> to_dtype(const std::vector<float>& v) {
@@ -156,19 +135,19 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
 
   const std::vector<T> hq = to_dtype<T>(q), hk = to_dtype<T>(sc.k_cache),
                        hv = to_dtype<T>(sc.v_cache);
-  DeviceBuf<T> dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ref.size());
-  DeviceBuf<int32_t> dtab(sc.tables.size()), dseq(tokens), dpos(tokens),
+  test::Dev<T> dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ref.size());
+  test::Dev<int32_t> dtab(sc.tables.size()), dseq(tokens), dpos(tokens),
       dcu(std::max<size_t>(batch.cu_q.size(), 1));
   ASSERT_TRUE(dq.p && dk.p && dv.p && dout.p && dtab.p && dseq.p && dpos.p && dcu.p);
-  CUDA_OK(cudaMemcpy(dq.p, hq.data(), hq.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dk.p, hk.data(), hk.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dv.p, hv.data(), hv.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dtab.p, sc.tables.data(), sc.tables.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dseq.p, batch.seq.data(), tokens * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dpos.p, batch.pos.data(), tokens * 4, cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dq.p, hq.data(), hq.size() * sizeof(T), cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dk.p, hk.data(), hk.size() * sizeof(T), cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dv.p, hv.data(), hv.size() * sizeof(T), cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dtab.p, sc.tables.data(), sc.tables.size() * 4, cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dseq.p, batch.seq.data(), tokens * 4, cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dpos.p, batch.pos.data(), tokens * 4, cudaMemcpyHostToDevice));
   if (!batch.cu_q.empty())
-    CUDA_OK(cudaMemcpy(dcu.p, batch.cu_q.data(), batch.cu_q.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(dout.p, 0xff, ref.size() * sizeof(T)));  // poison: NaN in every dtype
+    LMX_CUDA_OK(cudaMemcpy(dcu.p, batch.cu_q.data(), batch.cu_q.size() * 4, cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemset(dout.p, 0xff, ref.size() * sizeof(T)));  // poison: NaN in every dtype
 
   const int max_len = *std::max_element(sc.lens.begin(), sc.lens.end());
   if (kernel == Kernel::kPrefill) {
@@ -179,19 +158,19 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
     const int max_context = kernel == Kernel::kDecode ? max_len : 1000;  // understated
     const size_t ws_bytes = kernels::cuda::paged_attention_decode_workspace_bytes(
         tokens, s.heads, s.kv_heads, D, max_context);
-    DeviceBuf<unsigned char> ws(ws_bytes);
+    test::Dev<unsigned char> ws(ws_bytes);
     ASSERT_TRUE(ws.p);
-    CUDA_OK(cudaMemset(ws.p, 0xff, ws_bytes));
+    LMX_CUDA_OK(cudaMemset(ws.p, 0xff, ws_bytes));
     kernels::cuda::paged_attention_decode<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
                                              dout.p, tokens, s.heads, scale, s.window, sc.layout,
                                              max_context, ws.p, ws_bytes, nullptr);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaDeviceSynchronize());
+    LMX_CUDA_OK(cudaGetLastError());
+    LMX_CUDA_OK(cudaDeviceSynchronize());
   }
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaDeviceSynchronize());
+  LMX_CUDA_OK(cudaGetLastError());
+  LMX_CUDA_OK(cudaDeviceSynchronize());
   std::vector<T> hout(ref.size());
-  CUDA_OK(cudaMemcpy(hout.data(), dout.p, hout.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  LMX_CUDA_OK(cudaMemcpy(hout.data(), dout.p, hout.size() * sizeof(T), cudaMemcpyDeviceToHost));
 
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -244,14 +223,14 @@ using Types = ::testing::Types<__half, __nv_bfloat16>;
 TYPED_TEST_SUITE(PagedAttentionCuda, Types);
 
 TYPED_TEST(PagedAttentionCuda, DecodeMatchesCpu) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   uint32_t seed = 1;
   for (const Shape& s : kShapes) check<TypeParam>(s, decode_batch(), Kernel::kDecode, seed++);
 }
 
 // Groups of 1 and 2 (the per-warp decode kernel) at every head_dim, with and without windows.
 TYPED_TEST(PagedAttentionCuda, DecodeSmallGroupsMatchCpu) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   const Shape shapes[] = {{16, 8, 80, 0},     {8, 4, 96, 4096}, {12, 12, 96, 7},
                           {16, 16, 80, 4096}, {32, 16, 64, 0},  {32, 16, 128, 7}};
   uint32_t seed = 40;
@@ -262,7 +241,7 @@ TYPED_TEST(PagedAttentionCuda, DecodeSmallGroupsMatchCpu) {
 // splits merged in a cluster), batch 32 x 512 (1 split), a short single sequence (1 split) and
 // a windowed one.
 TYPED_TEST(PagedAttentionCuda, DecodeMhaBatches) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   const Shape mha{32, 32, 128, 0};
   check<TypeParam>(mha, last_tokens(1, 512), Kernel::kDecode, 50, {512});
   check<TypeParam>(mha, last_tokens(1, 8192), Kernel::kDecode, 51, {8192});
@@ -272,7 +251,7 @@ TYPED_TEST(PagedAttentionCuda, DecodeMhaBatches) {
 }
 
 TYPED_TEST(PagedAttentionCuda, DecodeWithUnderstatedMaxContext) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   check<TypeParam>({32, 8, 128, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, 7);
   check<TypeParam>({8, 1, 64, 4096}, decode_batch(), Kernel::kDecodeShortMaxContext, 8);
   check<TypeParam>({32, 32, 128, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, 9);
@@ -280,14 +259,14 @@ TYPED_TEST(PagedAttentionCuda, DecodeWithUnderstatedMaxContext) {
 }
 
 TYPED_TEST(PagedAttentionCuda, DecodeKernelOnPrefillChunks) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   check<TypeParam>({32, 8, 128, 0}, prefill_batch(), Kernel::kDecode, 11);
   check<TypeParam>({8, 1, 64, 7}, prefill_batch(), Kernel::kDecode, 12);
   check<TypeParam>({32, 32, 128, 0}, prefill_batch(), Kernel::kDecode, 13);
 }
 
 TYPED_TEST(PagedAttentionCuda, PrefillMatchesCpu) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   uint32_t seed = 100;
   for (const Shape& s : kShapes) check<TypeParam>(s, prefill_batch(), Kernel::kPrefill, seed++);
 }

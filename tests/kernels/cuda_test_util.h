@@ -21,6 +21,8 @@ inline bool have_gpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+#define LMX_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
 #define LMX_REQUIRE_GPU()                  \
   if (!::lmx::test::have_gpu()) GTEST_SKIP() \
       << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"

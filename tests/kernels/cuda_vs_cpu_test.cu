@@ -13,25 +13,12 @@
 
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "tests/kernels/cuda_test_util.h"
 
 namespace lmx {
 namespace {
 
-#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
-
-template <typename T>
-struct Dtype;
-template <> struct Dtype<float> { static constexpr double tol = 1e-5; };
-template <> struct Dtype<__half> { static constexpr double tol = 2e-3; };
-template <> struct Dtype<__nv_bfloat16> { static constexpr double tol = 1e-2; };
+using test::Tol;
 
 template <typename T>
 class RmsNormCuda : public ::testing::Test {};
@@ -39,7 +26,7 @@ using Types = ::testing::Types<float, __half, __nv_bfloat16>;
 TYPED_TEST_SUITE(RmsNormCuda, Types);
 
 TYPED_TEST(RmsNormCuda, MatchesCpuReference) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   using T = TypeParam;
   for (auto [rows, cols] : {std::pair{1, 67}, {7, 4096}, {83, 128}, {3, 5120}}) {
     std::mt19937 rng(rows * 131 + cols);
@@ -52,15 +39,15 @@ TYPED_TEST(RmsNormCuda, MatchesCpuReference) {
 
     std::vector<T> hx(x.begin(), x.end()), hw(w.begin(), w.end()), hout(x.size());
     T *dx, *dw, *dout;
-    CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
-    CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
-    CUDA_OK(cudaMalloc(&dout, hout.size() * sizeof(T)));
-    CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(dout, 0xff, hout.size() * sizeof(T)));  // poison: NaN in every dtype
+    LMX_CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
+    LMX_CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
+    LMX_CUDA_OK(cudaMalloc(&dout, hout.size() * sizeof(T)));
+    LMX_CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
+    LMX_CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
+    LMX_CUDA_OK(cudaMemset(dout, 0xff, hout.size() * sizeof(T)));  // poison: NaN in every dtype
     kernels::cuda::rms_norm<T>(dx, dw, dout, rows, cols, 1e-6f, nullptr);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpy(hout.data(), dout, hout.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    LMX_CUDA_OK(cudaGetLastError());
+    LMX_CUDA_OK(cudaMemcpy(hout.data(), dout, hout.size() * sizeof(T), cudaMemcpyDeviceToHost));
     cudaFree(dx);
     cudaFree(dw);
     cudaFree(dout);
@@ -72,7 +59,7 @@ TYPED_TEST(RmsNormCuda, MatchesCpuReference) {
       num += (o - ref[i]) * (o - ref[i]);
       den += double(ref[i]) * ref[i];
     }
-    EXPECT_LT(std::sqrt(num / den), Dtype<T>::tol) << rows << "x" << cols;
+    EXPECT_LT(std::sqrt(num / den), Tol<T>::rel) << rows << "x" << cols;
   }
 }
 
@@ -92,19 +79,19 @@ void check_linear(int M, int N, int K, Launch launch) {
   std::vector<float> hy32(ref.size());
   T *dx, *dw, *dy;
   float* dy32;
-  CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
-  CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
-  CUDA_OK(cudaMalloc(&dy, hy.size() * sizeof(T)));
-  CUDA_OK(cudaMalloc(&dy32, hy32.size() * sizeof(float)));
-  CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(dy, 0xff, hy.size() * sizeof(T)));  // poison: NaN
-  CUDA_OK(cudaMemset(dy32, 0xff, hy32.size() * sizeof(float)));
+  LMX_CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
+  LMX_CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
+  LMX_CUDA_OK(cudaMalloc(&dy, hy.size() * sizeof(T)));
+  LMX_CUDA_OK(cudaMalloc(&dy32, hy32.size() * sizeof(float)));
+  LMX_CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemset(dy, 0xff, hy.size() * sizeof(T)));  // poison: NaN
+  LMX_CUDA_OK(cudaMemset(dy32, 0xff, hy32.size() * sizeof(float)));
   launch(dx, dw, dy, dy32);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(T), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(hy32.data(), dy32, hy32.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  LMX_CUDA_OK(cudaGetLastError());
+  LMX_CUDA_OK(cudaDeviceSynchronize());
+  LMX_CUDA_OK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  LMX_CUDA_OK(cudaMemcpy(hy32.data(), dy32, hy32.size() * sizeof(float), cudaMemcpyDeviceToHost));
   cudaFree(dx);
   cudaFree(dw);
   cudaFree(dy);
@@ -116,7 +103,7 @@ void check_linear(int M, int N, int K, Launch launch) {
     num32 += std::pow(hy32[i] - ref[i], 2);
     den += double(ref[i]) * ref[i];
   }
-  EXPECT_LT(std::sqrt(num / den), Dtype<T>::tol) << M << "x" << N << "x" << K;
+  EXPECT_LT(std::sqrt(num / den), Tol<T>::rel) << M << "x" << N << "x" << K;
   EXPECT_LT(std::sqrt(num32 / den), 1e-5) << "fp32 output " << M << "x" << N << "x" << K;
 }
 
@@ -126,7 +113,7 @@ class LinearCuda : public ::testing::Test {};
 TYPED_TEST_SUITE(LinearCuda, Types);
 
 TYPED_TEST(LinearCuda, MatchesCpuReference) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   using T = TypeParam;
   kernels::cuda::GemmContext ctx;
   for (auto shape : {std::tuple{1, 67, 64}, {7, 4096, 128}, {83, 129, 4096}, {64, 512, 4096}}) {
@@ -150,7 +137,7 @@ using HalfTypes = ::testing::Types<__half, __nv_bfloat16>;
 TYPED_TEST_SUITE(SkinnyLinearCuda, HalfTypes);
 
 TYPED_TEST(SkinnyLinearCuda, MatchesCpuReference) {
-  REQUIRE_GPU();
+  LMX_REQUIRE_GPU();
   using T = TypeParam;
   for (int M = 1; M <= kernels::cuda::kSkinnyMaxRows; ++M)
     for (auto shape : {std::pair{1, 8}, {7, 40}, {33, 4104}, {67, 64}, {1000, 11008},
