@@ -8,6 +8,8 @@
 
 #include <cstddef>
 
+#include "kernels/activation.h"
+#include "kernels/attention.h"
 #include "kernels/stream.h"
 
 namespace lmx::kernels::cpu {
@@ -57,5 +59,40 @@ void skinny_linear(const T* x, const T* w, T* y, int M, int N, int K, cudaStream
 template <typename T>
 void skinny_linear_f32_out(const T* x, const T* w, float* y, int M, int N, int K,
                            cudaStream_t stream);
+
+// Decode projections with their neighbours fused in (same kernel, shapes and limits as
+// skinny_linear; no extra pass over anything):
+//   skinny_linear_rms:       y[M, N] = rms(x) · w^T
+//   skinny_linear_rms_gated: y[M, inter] = act(g + bias[:inter]) * (u + bias[inter:]) where
+//                            [g | u] = rms(x) · w^T, w: [2 x inter, K] (gate rows, then up rows,
+//                            as gated_act's input), bias: [2 x inter] or null
+//   skinny_linear_add:       residual[M, N] += x · w^T + bias   (bias: [N] or null; one rounding)
+// rms(x) is RMSNorm without its weight: row m of x times 1 / sqrt(mean(x[m]^2) + eps). The caller
+// folds the norm's weight into w's columns once (scale_columns), so the kernel feeds x to the
+// tensor cores as is, takes the sums of squares from the x it loads anyway, and scales each
+// result by its row's factor. This makes the pre-norm decoder's add + norm and the activation
+// disappear as kernels on the decode path.
+template <typename T>
+void skinny_linear_rms(const T* x, float eps, const T* w, T* y, int M, int N, int K,
+                       cudaStream_t stream);
+template <typename T>
+void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const T* w, const T* bias,
+                             T* y, int M, int inter, int K, cudaStream_t stream);
+template <typename T>
+void skinny_linear_add(const T* x, const T* w, const T* bias, T* residual, int M, int N, int K,
+                       cudaStream_t stream);
+
+// The decode qkv projection with rope_write_kv (kernels/rope_kv.h, same arguments and results:
+// q biased and rotated in qkv, k and v biased, k rotated, into the cache) as its epilogue:
+//   qkv-to-be = rms(x) · w^T   (x: [M, K], w: [qkv_stride, K] = [q | k | v] rows)
+// Supported when rope_epilogue_supported(rotary_dim, head_dim); k and v columns of qkv are not
+// written (attention reads them from the cache).
+bool rope_epilogue_supported(int rotary_dim, int head_dim);
+template <typename T>
+void skinny_linear_rms_rope_kv(const T* x, float eps, const T* w, T* qkv, int qkv_stride,
+                               const T* qkv_bias, const int32_t* token_pos, const float* inv_freq,
+                               int rotary_dim, int heads, T* k_cache, T* v_cache,
+                               const int32_t* block_tables, const int32_t* token_seq, int M, int K,
+                               const PagedKvLayout& layout, cudaStream_t stream);
 
 }  // namespace lmx::kernels::cuda

@@ -22,4 +22,9 @@ void gather_rows(const float* x, const int32_t* rows, float* out, int n, int col
     std::memcpy(out + size_t(i) * cols, x + size_t(rows[i]) * cols, size_t(cols) * sizeof(float));
 }
 
+void scale_columns(float* w, const float* scale, int rows, int cols) {
+  for (int n = 0; n < rows; ++n)
+    for (int k = 0; k < cols; ++k) w[size_t(n) * cols + k] *= scale[k];
+}
+
 }  // namespace lmx::kernels::cpu

@@ -1,4 +1,5 @@
 #include "kernels/activation.h"
+#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -6,19 +7,6 @@ namespace lmx::kernels::cuda {
 namespace {
 
 using namespace detail;
-
-template <ActivationKind K>
-__device__ __forceinline__ float apply(float x) {
-  if constexpr (K == ActivationKind::Silu) {
-    return x / (1.0f + expf(-x));
-  } else if constexpr (K == ActivationKind::GeluTanh) {
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  } else if constexpr (K == ActivationKind::GeluExact) {
-    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-  } else {
-    return x > 0.0f ? x : 0.0f;
-  }
-}
 
 // Grid-stride over packs of the output [tokens, inter]. GATED: in is [tokens, 2 * inter].
 template <typename T, int N, ActivationKind K, bool GATED>
@@ -41,7 +29,7 @@ __global__ void act_kernel(const T* in, const T* __restrict__ bias, T* out, size
       for (int j = 0; j < N; ++j) f[j] += to_f(b.v[j]);
     }
 #pragma unroll
-    for (int j = 0; j < N; ++j) f[j] = apply<K>(f[j]);
+    for (int j = 0; j < N; ++j) f[j] = activate<K>(f[j]);
     if (GATED) {  // f = act(gate + gate_bias) * (up + up_bias)
       const Pack<T, N> u = load<T, N>(in, src + inter_packs);
       float up[N];
@@ -71,12 +59,7 @@ void launch_kind(ActivationKind kind, const T* in, const T* bias, T* out, size_t
     pdl::launch_dependent(kernel, dim3(blocks), dim3(threads), 0, stream, in, bias, out, packs,
                           inter_packs);
   };
-  switch (kind) {
-    case ActivationKind::Silu: go(act_kernel<T, N, ActivationKind::Silu, GATED>); break;
-    case ActivationKind::GeluTanh: go(act_kernel<T, N, ActivationKind::GeluTanh, GATED>); break;
-    case ActivationKind::GeluExact: go(act_kernel<T, N, ActivationKind::GeluExact, GATED>); break;
-    case ActivationKind::Relu: go(act_kernel<T, N, ActivationKind::Relu, GATED>); break;
-  }
+  with_activation(kind, [&](auto k) { go(act_kernel<T, N, decltype(k)::value, GATED>); });
 }
 
 template <typename T, bool GATED>

@@ -400,8 +400,6 @@ __global__ void __launch_bounds__(kThreads)
                        const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
                        T* __restrict__ out, int heads, float scale_log2, int window,
                        PagedKvLayout L, int splits, int split_keys) {
-  pdl::wait_for_primary();
-  pdl::allow_dependents();  // the output projection may start streaming its weights
   using Geo = Tile<T, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kElems = kTileKeys * kRow;  // one K or V tile
@@ -426,13 +424,15 @@ __global__ void __launch_bounds__(kThreads)
   T* const kt = tiles + warp * 2 * kElems;  // this warp's K tile, then its V tile
   T* const vt = kt + kElems;
 
-  // Loads that do not need pos go first: q, and (window == 0: lo = 0) the table entry of this
-  // lane's key in the warp's first chunk, so the chain seq -> table -> K/V does not wait on pos.
+  // Launched as a programmatic dependent of the kernel that writes q and this step's K/V row
+  // (position pos of each token). Everything else this kernel reads is older: the step's metadata
+  // (copied before the step) and the keys before pos (written by earlier steps). So the metadata
+  // lookups and the first chunk's K/V gather, minus the row of pos, are issued before waiting, and
+  // overlap the previous kernel's tail. Loads that do not need pos go first: (window == 0: lo = 0)
+  // the table entry of this lane's key in the warp's first chunk, so the chain seq -> table -> K/V
+  // does not wait on pos.
   const int seq = token_seq[t];
   const int pos = token_pos[t];
-  float4 qraw = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (tid < kQVecs)
-    qraw = *reinterpret_cast<const float4*>(q + size_t(t) * q_stride + size_t(h0) * D + tid * kVec);
   const int32_t* table = block_tables + size_t(seq) * L.max_blocks_per_seq;
   const int first = split * split_keys + warp * kTileKeys + lane;  // key position - lo
   int entry = first / L.block_size < L.max_blocks_per_seq ? table[first / L.block_size] : 0;
@@ -456,26 +456,46 @@ __global__ void __launch_bounds__(kThreads)
     return p < end ? uint32_t(kv_row(e, p, L, kvh)) : 0u;
   };
   // Gather K or V of chunk n into a tile: consecutive lanes copy consecutive 16-byte pieces of
-  // a row (coalesced), each row's address shuffled from the lane that owns the key.
-  auto load = [&](T* dst, const T* cache, uint32_t row, int n) {
+  // a row (coalesced), each row's address shuffled from the lane that owns the key. Tile row
+  // `skip` (if any) is not touched at all (not even zero-filled): it is copied after the wait.
+  auto load = [&](T* dst, const T* cache, uint32_t row, int n, int skip) {
     const int valid_rows = end - chunk_p0(n);
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
       const int c = j * 32 + lane, r = c / kChunks, part = c % kChunks;
       const uint32_t rr = __shfl_sync(0xffffffffu, row, r);
-      cp_async16(dst + r * kRow + part * kVec, cache + size_t(rr) * D + part * kVec,
-                 r < valid_rows);
+      if (r != skip)
+        cp_async16(dst + r * kRow + part * kVec, cache + size_t(rr) * D + part * kVec,
+                   r < valid_rows);
     }
     cp_async_commit();
   };
 
+  // The first chunk before the wait, without the row of pos (this step's, not written yet).
   uint32_t row = 0;
+  const int pos_row = mine > 0 && pos < chunk_p0(0) + kTileKeys ? pos - chunk_p0(0) : -1;
   if (mine > 0) {
     row = row_of(0, entry);
-    load(kt, k_cache, row, 0);
-    load(vt, v_cache, row, 0);
+    load(kt, k_cache, row, 0, pos_row);
+    load(vt, v_cache, row, 0, pos_row);
   }
   int next_entry = mine > 1 ? entry_of(1) : 0;
+
+  pdl::wait_for_primary();
+  pdl::allow_dependents();  // the output projection may start streaming its weights
+  float4 qraw = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (tid < kQVecs)
+    qraw = *reinterpret_cast<const float4*>(q + size_t(t) * q_stride + size_t(h0) * D + tid * kVec);
+  if (pos_row >= 0) {  // K and V of pos, now written: plain (coherent) loads into the tiles
+    const uint32_t pos_cache_row = __shfl_sync(0xffffffffu, row, pos_row);
+    for (int c = lane; c < 2 * kChunks; c += 32) {
+      const bool is_v = c >= kChunks;
+      const int part = is_v ? c - kChunks : c;
+      const T* src = (is_v ? v_cache : k_cache) + size_t(pos_cache_row) * D + part * kVec;
+      *reinterpret_cast<uint4*>((is_v ? vt : kt) + pos_row * kRow + part * kVec) =
+          *reinterpret_cast<const uint4*>(src);
+    }
+  }
   if (tid < kQVecs) {
     const T2* q2 = reinterpret_cast<const T2*>(&qraw);
 #pragma unroll
@@ -523,7 +543,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();  // K tile read, P visible to the warp
     if (n + 1 < mine) {
       row = row_of(n + 1, next_entry);
-      load(kt, k_cache, row, n + 1);
+      load(kt, k_cache, row, n + 1, -1);
     } else {
       cp_async_commit();
     }
@@ -537,7 +557,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncwarp();  // V tile read
     if (n + 1 < mine) {
-      load(vt, v_cache, row, n + 1);
+      load(vt, v_cache, row, n + 1, -1);
       if (n + 2 < mine) next_entry = entry_of(n + 2);
     } else {
       cp_async_commit();

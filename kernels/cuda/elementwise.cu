@@ -77,6 +77,14 @@ __global__ void bias_add_kernel(const T* x, const T* __restrict__ bias, const T*
   }
 }
 
+// Grid-stride over w [rows, cols]: w[n, k] = w[n, k] * scale[k] (fp32 product, one rounding).
+template <typename T>
+__global__ void scale_columns_kernel(T* w, const T* __restrict__ scale, size_t n, int cols) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    w[i] = from_f<T>(to_f(w[i]) * to_f(scale[i % cols]));
+}
+
 int grid_for(size_t items, int threads) {
   // Enough blocks to fill 132 SMs several times over; the loop covers the rest.
   const size_t blocks = (items + threads - 1) / threads;
@@ -112,7 +120,16 @@ void bias_add(const T* x, const T* bias, const T* residual, T* out, int tokens, 
   }
 }
 
+template <typename T>
+void scale_columns(T* w, const T* scale, int rows, int cols, cudaStream_t stream) {
+  const size_t n = size_t(rows) * cols;
+  if (n == 0) return;
+  constexpr int threads = 256;
+  scale_columns_kernel<T><<<grid_for(n, threads), threads, 0, stream>>>(w, scale, n, cols);
+}
+
 #define LMX_INSTANTIATE(T)                                                                   \
+  template void scale_columns<T>(T*, const T*, int, int, cudaStream_t);                      \
   template void embedding<T>(const int32_t*, const T*, const int32_t*, const T*, T*, int, int, \
                              cudaStream_t);                                                  \
   template void gather_rows<T>(const T*, const int32_t*, T*, int, int, cudaStream_t);        \

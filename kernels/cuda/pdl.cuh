@@ -16,7 +16,12 @@
 // an H100 (Llama-2-7B fp16, graphs): batch 1 5.55 ms a step with no dependent launches, 5.42
 // with the GEMV alone, 5.32 with every kernel (batch 8: 6.70, 6.60, 6.53). Prefetching more of
 // the weights into L2 before the wait (prefetch.global.L2, one or two iterations a warp) made it
-// slower (5.51 / 5.73 ms with the GEMV alone): not done.
+// slower (5.51 / 5.73 ms with the GEMV alone): not done. The MHA decode attention
+// (decode_warp_kernel) also starts early: it reads the step's metadata and gathers the K/V of
+// positions before this step's (written by earlier steps) before waiting.
+// The GEMV does not call allow_dependents(): its blocks fill the register file, and letting the
+// next kernel's blocks in while it streams made a batch-1 step 11% slower (5.90 -> 6.16 ms) and
+// batch 8 3% slower (H100, 2026-11-22): its dependents launch as its blocks exit.
 // Kernels launched normally, and every kernel on GPUs before sm_90, behave as without it.
 #pragma once
 

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/rope_kv.h"
 
@@ -27,11 +28,7 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
   const int seq = token_seq[t];
   T* row = qkv + size_t(t) * qkv_stride;
   // Cache row of this token: [kv_heads, head_dim] at slot (block, pos % block_size).
-  size_t slot = 0;
-  if (seq >= 0) {
-    const int32_t block = block_tables[size_t(seq) * L.max_blocks_per_seq + pos / L.block_size];
-    slot = (size_t(block) * L.block_size + pos % L.block_size) * kv_size;
-  }
+  const size_t slot = seq >= 0 ? kv_slot(block_tables, L, seq, pos) : 0;
   const int per_head = D - half;
   const int qk_units = (heads + L.kv_heads) * per_head;
   const int units = qk_units + kv_size;

@@ -51,6 +51,11 @@ class CudaBackend final : public Backend {
     }
     allocate_scratch();
     allocate_kv();
+    norms_folded_ = opts_.fused && opts_.skinny_gemv && opts_.fuse_decode_projections &&
+                    desc_.norm == NormKind::RmsNorm && !std::is_same_v<T, float>;
+    if (norms_folded_) fold_norm_weights();
+    rope_in_qkv_epilogue_ = norms_folded_ && desc_.positions == PositionKind::Rotary &&
+                            k::rope_epilogue_supported(desc_.rope.rotary_dim, desc_.head_dim);
   }
 
   ~CudaBackend() override {
@@ -191,6 +196,36 @@ class CudaBackend final : public Backend {
       k::linear<T>(gemm_, x, w, y, M, N, K, stream_);
   }
 
+  // The decode path that runs the norms inside the projections (see CudaBackendOptions): each
+  // layer's attention and MLP norm weights are folded into the columns of the projection that
+  // reads the norm's output (qkv, gate/up), once at load; every other path then normalizes with
+  // unit weights. The final norm keeps its weight (the LM head may be the tied embedding).
+  void fold_norm_weights() {
+    const int H = desc_.hidden_size, I = desc_.intermediate_size;
+    const int up_rows = desc_.mlp == MlpKind::Gated ? 2 * I : I;
+    for (DeviceLayer<T>& L : w_.layers) {
+      k::scale_columns<T>(L.qkv_w.get(), L.attn_norm_w.get(), desc_.qkv_size(), H, stream_);
+      k::scale_columns<T>(L.up_w.get(), L.mlp_norm_w.get(), up_rows, H, stream_);
+    }
+    ones_ = DeviceBuffer<T>(size_t(H));
+    const std::vector<T> ones(size_t(H), T(1.0f));
+    LMX_CUDA_CHECK(cudaMemcpyAsync(ones_.get(), ones.data(), ones_.bytes(), cudaMemcpyHostToDevice,
+                                   stream_));
+    LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    spdlog::info("decode projections fused: norm weights folded into the qkv and gate/up columns");
+  }
+
+  // A layer norm's weight as the norm kernels use it: ones once it is folded.
+  const DeviceBuffer<T>& layer_norm_weight(const DeviceBuffer<T>& w) const {
+    return norms_folded_ ? ones_ : w;
+  }
+
+  // Whether this step's layers run the fused decode projections.
+  bool fused_decode(int n) const {
+    return norms_folded_ && skinny(n, desc_.hidden_size) && skinny(n, desc_.q_size()) &&
+           skinny(n, desc_.intermediate_size);
+  }
+
   // Everything one step enqueues after its metadata is on the device; capturable.
   void run_step(const StepMeta& m) {
     const int32_t* d = meta_.get();
@@ -199,10 +234,17 @@ class CudaBackend final : public Backend {
     mark("embedding");
     k::embedding<T>(d + m.ids, w_.embed.get(), d + m.pos, ptr(w_.position_embed), x_.get(), n, H,
                     stream_);
-    for (int l = 0; l < desc_.num_layers; ++l) run_layer(l, m, d);
-    // Final norm (adding the last MLP output), gather the rows that need logits, LM head in fp32.
+    const bool fused = fused_decode(n);
+    for (int l = 0; l < desc_.num_layers; ++l) {
+      if (fused)
+        run_layer_fused_decode(l, m, d);
+      else
+        run_layer(l, m, d);
+    }
+    // Final norm (adding the last MLP output unless the down projection did), gather the rows that
+    // need logits, LM head in fp32.
     mark("final_norm");
-    norm(x_.get(), delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
+    norm(x_.get(), fused ? nullptr : delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
     mark("lm_head");
     k::gather_rows<T>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
     if (skinny(m.logit_rows, H))
@@ -284,28 +326,18 @@ class CudaBackend final : public Backend {
 
     // Attention block. The previous layer's MLP output joins the residual inside the norm.
     mark("norm");
-    norm(x_.get(), l == 0 ? nullptr : delta_.get(), L.attn_norm_w, L.attn_norm_b, h_.get(), n);
+    norm(x_.get(), l == 0 ? nullptr : delta_.get(), layer_norm_weight(L.attn_norm_w), L.attn_norm_b,
+         h_.get(), n);
     mark("qkv_proj");
     linear(h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H);
-    mark("rope_kv_write");
-    const bool rotary = desc_.positions == PositionKind::Rotary;
-    const T* qkv_bias = ptr(L.qkv_b);
-    if (!opts_.fused && qkv_bias) {  // generic path: the bias as its own kernel
-      k::bias_add<T>(qkv_.get(), qkv_bias, nullptr, qkv_.get(), n, QKV, stream_);
-      qkv_bias = nullptr;
-    }
-    k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos, rotary ? inv_freq_.get() : nullptr,
-                        rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
-                        v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
-    mark("attention");
-    attention(l, m, d);
+    rope_and_attention(l, m, d);
     mark("o_proj");
     linear(attn_.get(), L.o_w.get(), delta_.get(), n, H, Q);
     if (!L.o_b.empty()) k::bias_add<T>(delta_.get(), L.o_b.get(), nullptr, delta_.get(), n, H, stream_);
 
     // MLP block.
     mark("norm");
-    norm(x_.get(), delta_.get(), L.mlp_norm_w, L.mlp_norm_b, h_.get(), n);
+    norm(x_.get(), delta_.get(), layer_norm_weight(L.mlp_norm_w), L.mlp_norm_b, h_.get(), n);
     mark("gate_up_proj");
     linear(h_.get(), L.up_w.get(), up_.get(), n, gated ? 2 * I : I, H);
     mark("activation");
@@ -322,6 +354,61 @@ class CudaBackend final : public Backend {
     linear(act_.get(), L.down_w.get(), delta_.get(), n, H, I);
     if (!L.down_b.empty())
       k::bias_add<T>(delta_.get(), L.down_b.get(), nullptr, delta_.get(), n, H, stream_);
+  }
+
+  // The decode layer when fused_decode(): x_ (the residual stream) is read by the projections as
+  // is and updated in place by their epilogues; no norm, add or activation kernel.
+  void run_layer_fused_decode(int l, const StepMeta& m, const int32_t* d) {
+    const DeviceLayer<T>& L = w_.layers[size_t(l)];
+    const int n = m.tokens, H = desc_.hidden_size, QKV = desc_.qkv_size(), Q = desc_.q_size();
+    const int I = desc_.intermediate_size;
+    const float eps = desc_.norm_eps;
+    if (rope_in_qkv_epilogue_) {  // rope + K/V write in the projection's epilogue
+      mark("qkv_proj_rope_kv");
+      k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), QKV, ptr(L.qkv_b),
+                                      d + m.pos, inv_freq_.get(), desc_.rope.rotary_dim,
+                                      desc_.num_heads, k_cache_[size_t(l)].get(),
+                                      v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, H,
+                                      layout_, stream_);
+      mark("attention");
+      attention(l, m, d);
+    } else {
+      mark("qkv_proj");
+      k::skinny_linear_rms<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), n, QKV, H, stream_);
+      rope_and_attention(l, m, d);
+    }
+    mark("o_proj");
+    k::skinny_linear_add<T>(attn_.get(), L.o_w.get(), ptr(L.o_b), x_.get(), n, H, Q, stream_);
+    mark("gate_up_proj");
+    if (desc_.mlp == MlpKind::Gated) {
+      k::skinny_linear_rms_gated<T>(to_kernel(desc_.activation), x_.get(), eps, L.up_w.get(),
+                                    ptr(L.up_b), act_.get(), n, I, H, stream_);
+    } else {
+      k::skinny_linear_rms<T>(x_.get(), eps, L.up_w.get(), up_.get(), n, I, H, stream_);
+      mark("activation");
+      k::bias_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up_b), act_.get(), n, I,
+                     stream_);
+    }
+    mark("down_proj");
+    k::skinny_linear_add<T>(act_.get(), L.down_w.get(), ptr(L.down_b), x_.get(), n, H, I, stream_);
+  }
+
+  // Rotary embedding (+ qkv bias) with the K/V write into the cache, then attention into attn_.
+  void rope_and_attention(int l, const StepMeta& m, const int32_t* d) {
+    const DeviceLayer<T>& L = w_.layers[size_t(l)];
+    const int n = m.tokens, QKV = desc_.qkv_size();
+    mark("rope_kv_write");
+    const bool rotary = desc_.positions == PositionKind::Rotary;
+    const T* qkv_bias = ptr(L.qkv_b);
+    if (!opts_.fused && qkv_bias) {  // generic path: the bias as its own kernel
+      k::bias_add<T>(qkv_.get(), qkv_bias, nullptr, qkv_.get(), n, QKV, stream_);
+      qkv_bias = nullptr;
+    }
+    k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos, rotary ? inv_freq_.get() : nullptr,
+                        rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
+                        v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
+    mark("attention");
+    attention(l, m, d);
   }
 
   void attention(int l, const StepMeta& m, const int32_t* d) {
@@ -485,6 +572,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> inv_freq_;
   std::vector<DeviceBuffer<T>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_heads, head_dim]
   DeviceBuffer<T> x_, h_, delta_, qkv_, attn_, up_, act_, gathered_;
+  bool norms_folded_ = false;  // layer norm weights folded into the projections (fold_norm_weights)
+  DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
+  bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
   DeviceBuffer<float> logits_;
   DeviceBuffer<kernels::SamplingRow> sample_params_;  // [S] the step's draws
   DeviceBuffer<int32_t> sample_prev_, sample_len_;    // [S, positions], [S] penalty histories

@@ -1,0 +1,251 @@
+// The decode GEMV's fused forms (kernels/gemm.h: skinny_linear_rms, skinny_linear_rms_gated,
+// skinny_linear_add) and the weight fold they rely on (scale_columns), against the CPU reference
+// ops they replace, for every row count the kernel takes, odd sizes and both half types.
+// Tolerances: Tol<T> (one rounding of an fp32 result to T), except where the test says.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/activation.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/rope_kv.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace lmx {
+namespace {
+
+using test::Dev;
+using test::rel_l2;
+using test::Tol;
+namespace kc = kernels::cuda;
+namespace kr = kernels::cpu;
+
+constexpr float kEps = 1e-5f;
+
+template <typename T>
+class FusedGemvCuda : public ::testing::Test {};
+using HalfTypes = ::testing::Types<__half, __nv_bfloat16>;
+TYPED_TEST_SUITE(FusedGemvCuda, HalfTypes);
+
+// CPU: y = x w^T (fp32).
+std::vector<float> cpu_linear(const std::vector<float>& x, const std::vector<float>& w, int M,
+                              int N, int K) {
+  std::vector<float> y(size_t(M) * N);
+  kr::linear(x.data(), w.data(), nullptr, y.data(), M, N, K);
+  return y;
+}
+
+// CPU: RMSNorm of each row of x with unit weight.
+std::vector<float> cpu_rms(const std::vector<float>& x, int M, int K) {
+  std::vector<float> ones(size_t(K), 1.0f), out(x.size());
+  kr::rms_norm(x.data(), ones.data(), out.data(), M, K, kEps);
+  return out;
+}
+
+// (N, K): one partial tile, ragged tiles, a partial last k-step, Llama's o / down shapes.
+const std::vector<std::pair<int, int>> kShapes = {
+    {7, 40}, {33, 4104}, {1000, 512}, {4096, 4096}, {129, 11008}};
+
+TYPED_TEST(FusedGemvCuda, RmsInputMatchesNormThenLinear) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(1);
+  for (int M = 1; M <= kc::kSkinnyMaxRows; ++M)
+    for (auto [N, K] : kShapes) {
+      // A large mean makes an unnormalized result far off: the scale must be applied.
+      const auto x = test::randn<T>(size_t(M) * K, rng, 3.0f, 0.5f);
+      const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+      const auto ref = cpu_linear(cpu_rms(x, M, K), w, M, N, K);
+      Dev<T> dx(x.size()), dw(w.size()), dy(ref.size());
+      dx.upload(x);
+      dw.upload(w);
+      kc::skinny_linear_rms<T>(dx.p, kEps, dw.p, dy.p, M, N, K, nullptr);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << M << "x" << N << "x" << K;
+    }
+}
+
+TYPED_TEST(FusedGemvCuda, RmsGatedMatchesNormLinearActivation) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(2);
+  using A = kernels::ActivationKind;
+  for (A kind : {A::Silu, A::GeluTanh, A::GeluExact, A::Relu})
+    for (bool with_bias : {false, true})
+      for (int M : {1, 3, 8})
+        for (auto [inter, K] : {std::pair{5, 40}, {67, 512}, {1000, 4104}, {11008, 4096}}) {
+          const auto x = test::randn<T>(size_t(M) * K, rng, 2.0f);
+          const auto w = test::randn<T>(size_t(2 * inter) * K, rng, 0.05f);
+          const auto bias = test::randn<T>(size_t(2 * inter), rng, 0.5f);
+          const auto gate_up = cpu_linear(cpu_rms(x, M, K), w, M, 2 * inter, K);
+          std::vector<float> ref(size_t(M) * inter);
+          kr::bias_gated_act(kind, gate_up.data(), with_bias ? bias.data() : nullptr, ref.data(),
+                             M, inter);
+          Dev<T> dx(x.size()), dw(w.size()), db(bias.size()), dy(ref.size());
+          dx.upload(x);
+          dw.upload(w);
+          db.upload(bias);
+          kc::skinny_linear_rms_gated<T>(kind, dx.p, kEps, dw.p, with_bias ? db.p : nullptr, dy.p,
+                                         M, inter, K, nullptr);
+          LMX_CUDA_OK(cudaDeviceSynchronize());
+          EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel)
+              << "kind " << int(kind) << " bias " << with_bias << " " << M << "x" << inter << "x"
+              << K;
+        }
+}
+
+TYPED_TEST(FusedGemvCuda, AddUpdatesTheResidualInPlace) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(3);
+  for (bool with_bias : {false, true})
+    for (int M = 1; M <= kc::kSkinnyMaxRows; ++M)
+      for (auto [N, K] : kShapes) {
+        const auto x = test::randn<T>(size_t(M) * K, rng);
+        const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+        const auto bias = test::randn<T>(size_t(N), rng);
+        const auto residual = test::randn<T>(size_t(M) * N, rng, 4.0f);
+        auto ref = cpu_linear(x, w, M, N, K);
+        kr::bias_add(ref.data(), with_bias ? bias.data() : nullptr, residual.data(), ref.data(), M,
+                     N);
+        Dev<T> dx(x.size()), dw(w.size()), db(bias.size()), dr(residual.size());
+        dx.upload(x);
+        dw.upload(w);
+        db.upload(bias);
+        dr.upload(residual);
+        kc::skinny_linear_add<T>(dx.p, dw.p, with_bias ? db.p : nullptr, dr.p, M, N, K, nullptr);
+        LMX_CUDA_OK(cudaDeviceSynchronize());
+        EXPECT_LT(rel_l2(dr.download_f(), ref), Tol<T>::rel)
+            << "bias " << with_bias << " " << M << "x" << N << "x" << K;
+      }
+}
+
+TYPED_TEST(FusedGemvCuda, ScaleColumnsMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(4);
+  for (auto [rows, cols] : {std::pair{1, 1}, {7, 13}, {12288, 4096}}) {
+    const auto w = test::randn<T>(size_t(rows) * cols, rng);
+    const auto scale = test::randn<T>(size_t(cols), rng, 0.3f, 1.0f);
+    auto ref = w;
+    kr::scale_columns(ref.data(), scale.data(), rows, cols);
+    Dev<T> dw(w.size()), ds(scale.size());
+    dw.upload(w);
+    ds.upload(scale);
+    kc::scale_columns<T>(dw.p, ds.p, rows, cols, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_LT(rel_l2(dw.download_f(), ref), Tol<T>::rel) << rows << "x" << cols;
+  }
+}
+
+// The contract the backend relies on: folding an RMSNorm's weight into w, then the rms form,
+// equals the norm (with its weight) then the linear. One more rounding (of the folded weights)
+// than the norm-then-linear path has: still within Tol<T>.
+TYPED_TEST(FusedGemvCuda, FoldedNormWeightMatchesRmsNormThenLinear) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(5);
+  const int N = 1000, K = 4096;
+  for (int M : {1, 8}) {
+    const auto x = test::randn<T>(size_t(M) * K, rng, 2.0f);
+    const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+    const auto gamma = test::randn<T>(size_t(K), rng, 0.3f, 1.0f);
+    std::vector<float> normed(x.size());
+    kr::rms_norm(x.data(), gamma.data(), normed.data(), M, K, kEps);
+    const auto ref = cpu_linear(normed, w, M, N, K);
+    Dev<T> dx(x.size()), dw(w.size()), dg(gamma.size()), dy(ref.size());
+    dx.upload(x);
+    dw.upload(w);
+    dg.upload(gamma);
+    kc::scale_columns<T>(dw.p, dg.p, N, K, nullptr);
+    kc::skinny_linear_rms<T>(dx.p, kEps, dw.p, dy.p, M, N, K, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << M;
+  }
+}
+
+// The rope epilogue against the CPU's norm, linear and rope_write_kv: q (rotated) in qkv, k and v
+// in the cache slots of each token; a padding row (token_seq -1) writes no cache. Full and
+// partial rotary, MHA and GQA, with and without the qkv bias.
+TYPED_TEST(FusedGemvCuda, RopeEpilogueMatchesRopeWriteKv) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(6);
+  struct Case {
+    int heads, kv_heads, head_dim, rotary_dim, K;
+  };
+  for (const Case c : {Case{4, 4, 64, 64, 256}, Case{8, 2, 128, 128, 1032}, Case{3, 1, 128, 32, 512},
+                       Case{32, 32, 128, 128, 4096}})
+    for (bool with_bias : {false, true})
+      for (int M : {1, 5, 8}) {
+        ASSERT_TRUE(kc::rope_epilogue_supported(c.rotary_dim, c.head_dim));
+        const int D = c.head_dim, q_size = c.heads * D, kv_size = c.kv_heads * D;
+        const int N = q_size + 2 * kv_size, K = c.K;
+        const kernels::PagedKvLayout L{4, c.kv_heads, D, 8};  // 4-token blocks, 8 per sequence
+        const int blocks = M * L.max_blocks_per_seq;
+        std::vector<int32_t> pos(static_cast<size_t>(M)), seq(pos), tables(static_cast<size_t>(blocks));
+        for (int b = 0; b < blocks; ++b) tables[size_t(b)] = (b * 7 + 3) % blocks;  // scattered
+        for (int m = 0; m < M; ++m) {
+          seq[size_t(m)] = m == 3 ? -1 : m;  // row 3: a padding row
+          pos[size_t(m)] = int32_t((m * 13 + 5) % (4 * L.max_blocks_per_seq));
+        }
+        std::vector<float> inv_freq(size_t(c.rotary_dim / 2));
+        for (size_t i = 0; i < inv_freq.size(); ++i)
+          inv_freq[i] = std::pow(10000.0f, -2.0f * float(i) / float(c.rotary_dim));
+        const auto x = test::randn<T>(size_t(M) * K, rng, 2.0f);
+        const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+        const auto bias = test::randn<T>(size_t(N), rng, 0.5f);
+        const size_t cache_elems = size_t(blocks) * L.block_size * kv_size;
+
+        auto qkv = cpu_linear(cpu_rms(x, M, K), w, M, N, K);
+        std::vector<float> k_ref(cache_elems, 0.0f), v_ref(cache_elems, 0.0f);
+        kr::rope_write_kv(qkv.data(), N, with_bias ? bias.data() : nullptr, pos.data(),
+                          inv_freq.data(), c.rotary_dim, c.heads, k_ref.data(), v_ref.data(),
+                          tables.data(), seq.data(), M, L);
+        std::vector<float> q_ref;
+        for (int m = 0; m < M; ++m)
+          q_ref.insert(q_ref.end(), qkv.begin() + size_t(m) * N,
+                       qkv.begin() + size_t(m) * N + q_size);
+
+        Dev<T> dx(x.size()), dw(w.size()), db(bias.size()), dqkv(size_t(M) * N);
+        Dev<T> dk(cache_elems), dv(cache_elems);
+        Dev<float> dfreq(inv_freq.size());
+        Dev<int32_t> dpos(pos.size()), dseq(seq.size()), dtab(tables.size());
+        dx.upload(x);
+        dw.upload(w);
+        db.upload(bias);
+        dk.upload(std::vector<float>(cache_elems, 0.0f));
+        dv.upload(std::vector<float>(cache_elems, 0.0f));
+        dfreq.upload(inv_freq);
+        dpos.upload(pos);
+        dseq.upload(seq);
+        dtab.upload(tables);
+        kc::skinny_linear_rms_rope_kv<T>(dx.p, kEps, dw.p, dqkv.p, N, with_bias ? db.p : nullptr,
+                                         dpos.p, dfreq.p, c.rotary_dim, c.heads, dk.p, dv.p,
+                                         dtab.p, dseq.p, M, K, L, nullptr);
+        LMX_CUDA_OK(cudaDeviceSynchronize());
+        const auto qkv_got = dqkv.download_f();
+        std::vector<float> q_got;
+        for (int m = 0; m < M; ++m)
+          q_got.insert(q_got.end(), qkv_got.begin() + size_t(m) * N,
+                       qkv_got.begin() + size_t(m) * N + q_size);
+        const std::string where = "heads " + std::to_string(c.heads) + "/" +
+                                  std::to_string(c.kv_heads) + " rotary " +
+                                  std::to_string(c.rotary_dim) + " bias " +
+                                  std::to_string(with_bias) + " M " + std::to_string(M);
+        EXPECT_LT(rel_l2(q_got, q_ref), Tol<T>::rel) << "q, " << where;
+        EXPECT_LT(rel_l2(dk.download_f(), k_ref), Tol<T>::rel) << "k cache, " << where;
+        EXPECT_LT(rel_l2(dv.download_f(), v_ref), Tol<T>::rel) << "v cache, " << where;
+      }
+}
+
+}  // namespace
+}  // namespace lmx
