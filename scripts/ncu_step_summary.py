@@ -11,8 +11,15 @@ import re
 import sys
 
 
+EPILOGUES = ("StoreRows<float>", "StoreRows", "AddToResidual", "GatedActivation", "RopeKvWrite")
+
+
 def short(name: str) -> str:
     name = name.replace("(anonymous namespace)", "").replace("<unnamed>", "")
+    if "skinny_kernel" in name:  # the decode GEMV: one entry per epilogue (and RMS input or not)
+        epilogue = next((e for e in EPILOGUES if e in name), "?")
+        rms = ", rms input" if re.search(r",\s*(true|\(bool\)1)>", name) else ""
+        return f"skinny_kernel [{epilogue}{rms}]"
     name = re.sub(r"^void ", "", name)
     name = re.sub(r"\(.*", "", name)        # drop the parameter list
     name = re.sub(r"<.*", "", name)          # and template arguments
@@ -30,10 +37,10 @@ def main(path: str) -> None:
         unit = r["Metric Unit"]
         ns = value * {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6}.get(unit, 1)
         rows.append((r["Kernel Name"], ns))
-    # The embedding kernel also gathers the logits rows before the LM head; a step's embedding
-    # is the one followed by the first layer's norm.
-    starts = [i for i, (n, _) in enumerate(rows[:-1])
-              if "embedding" in n and "norm" in rows[i + 1][0]]
+    # The embedding kernel also gathers the logits rows before the LM head, right after the final
+    # norm; a step's embedding is one that does not follow a norm.
+    starts = [i for i, (n, _) in enumerate(rows)
+              if "embedding" in n and (i == 0 or "norm" not in rows[i - 1][0])]
     if not starts:
         sys.exit("no embedding kernel found: is this a decode log?")
     step = rows[starts[-1]:]

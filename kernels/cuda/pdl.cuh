@@ -20,8 +20,8 @@
 // (decode_warp_kernel) also starts early: it reads the step's metadata and gathers the K/V of
 // positions before this step's (written by earlier steps) before waiting.
 // The GEMV does not call allow_dependents(): its blocks fill the register file, and letting the
-// next kernel's blocks in while it streams made a batch-1 step 11% slower (5.90 -> 6.16 ms) and
-// batch 8 3% slower (H100, 2026-11-22): its dependents launch as its blocks exit.
+// next kernel's blocks in while it streams made a batch-1 step 11-17% slower and batch 8 17-21%
+// slower (H100, 2026-11-22; bench/RESULTS.md): its dependents launch as its blocks exit.
 // Kernels launched normally, and every kernel on GPUs before sm_90, behave as without it.
 #pragma once
 
