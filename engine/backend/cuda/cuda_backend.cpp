@@ -209,8 +209,7 @@ class CudaBackend final : public Backend {
     }
     ones_ = DeviceBuffer<T>(size_t(H));
     const std::vector<T> ones(size_t(H), T(1.0f));
-    LMX_CUDA_CHECK(cudaMemcpyAsync(ones_.get(), ones.data(), ones_.bytes(), cudaMemcpyHostToDevice,
-                                   stream_));
+    upload(ones, ones_.get());
     LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
     spdlog::info("decode projections fused: norm weights folded into the qkv and gate/up columns");
   }
@@ -330,7 +329,9 @@ class CudaBackend final : public Backend {
          h_.get(), n);
     mark("qkv_proj");
     linear(h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H);
-    rope_and_attention(l, m, d);
+    write_rope_kv(l, m, d);
+    mark("attention");
+    attention(l, m, d);
     mark("o_proj");
     linear(attn_.get(), L.o_w.get(), delta_.get(), n, H, Q);
     if (!L.o_b.empty()) k::bias_add<T>(delta_.get(), L.o_b.get(), nullptr, delta_.get(), n, H, stream_);
@@ -370,13 +371,13 @@ class CudaBackend final : public Backend {
                                       desc_.num_heads, k_cache_[size_t(l)].get(),
                                       v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, H,
                                       layout_, stream_);
-      mark("attention");
-      attention(l, m, d);
     } else {
       mark("qkv_proj");
       k::skinny_linear_rms<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), n, QKV, H, stream_);
-      rope_and_attention(l, m, d);
+      write_rope_kv(l, m, d);
     }
+    mark("attention");
+    attention(l, m, d);
     mark("o_proj");
     k::skinny_linear_add<T>(attn_.get(), L.o_w.get(), ptr(L.o_b), x_.get(), n, H, Q, stream_);
     mark("gate_up_proj");
@@ -393,8 +394,8 @@ class CudaBackend final : public Backend {
     k::skinny_linear_add<T>(act_.get(), L.down_w.get(), ptr(L.down_b), x_.get(), n, H, I, stream_);
   }
 
-  // Rotary embedding (+ qkv bias) with the K/V write into the cache, then attention into attn_.
-  void rope_and_attention(int l, const StepMeta& m, const int32_t* d) {
+  // Rotary embedding (+ qkv bias) on qkv_ with the K/V write into the cache.
+  void write_rope_kv(int l, const StepMeta& m, const int32_t* d) {
     const DeviceLayer<T>& L = w_.layers[size_t(l)];
     const int n = m.tokens, QKV = desc_.qkv_size();
     mark("rope_kv_write");
@@ -407,8 +408,6 @@ class CudaBackend final : public Backend {
     k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos, rotary ? inv_freq_.get() : nullptr,
                         rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
                         v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
-    mark("attention");
-    attention(l, m, d);
   }
 
   void attention(int l, const StepMeta& m, const int32_t* d) {
