@@ -67,6 +67,10 @@ void skinny_linear_f32_out(const T* x, const T* w, float* y, int M, int N, int K
 //                            [g | u] = rms(x) · w^T, w: [2 x inter, K] (gate rows, then up rows,
 //                            as gated_act's input), bias: [2 x inter] or null
 //   skinny_linear_add:       residual[M, N] += x · w^T + bias   (bias: [N] or null; one rounding)
+//                            residual and bias are read before waiting for the kernel before
+//                            this one in the stream (kernels/cuda/pdl.cuh): that kernel must not
+//                            write them (in the decode layer the residual was last written by
+//                            the projection two or three kernels back)
 // rms(x) is RMSNorm without its weight: row m of x times 1 / sqrt(mean(x[m]^2) + eps). The caller
 // folds the norm's weight into w's columns once (scale_columns), so the kernel feeds x to the
 // tensor cores as is, takes the sums of squares from the x it loads anyway, and scales each

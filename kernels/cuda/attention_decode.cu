@@ -481,8 +481,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   int next_entry = mine > 1 ? entry_of(1) : 0;
 
+  // No allow_dependents(): the output projection starts as this kernel's blocks exit. Letting
+  // it in after the wait made its weight stream compete with this kernel's loads on the
+  // step's critical path (kernels/cuda/pdl.cuh).
   pdl::wait_for_primary();
-  pdl::allow_dependents();  // the output projection may start streaming its weights
   float4 qraw = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (tid < kQVecs)
     qraw = *reinterpret_cast<const float4*>(q + size_t(t) * q_stride + size_t(h0) * D + tid * kVec);

@@ -13,14 +13,16 @@
 //   loads chunk 4s + t (8 k) of weight rows g and g + 8 and of x row g for k-step s (32 k).
 //   Each mma starts from zero and is added to fp32 registers with ordinary (rounded) adds.
 // - Many 16-byte loads in flight: a warp issues all 2 x kSteps weight loads of an iteration
-//   (16 x 16 B a lane, 8 KB a warp) before its first mma, and 2 blocks of 8 warps fit an SM
-//   (128 registers), so ~128 KB a SM are requested at once; weights are read with
+//   (16 x 16 B a lane, 8 KB a warp) before its first mma, so a block of 8 warps requests 64 KB
+//   at once (the registers would hold 2 such blocks an SM; one is launched, see the knobs, and
+//   132 x 64 KB = 8.4 MB in flight, several times the ~3 MB that 3 TB/s x ~1 us of latency
+//   needs); weights are read with
 //   ld.global.nc.L1::no_allocate.L2::256B (streamed once: L1 keeps x, L2 fetches 256-byte
 //   blocks); x is read through L2 (.cg: it is written by the kernel this one overlaps).
 // - The 8 warps of a block split K of the same tile (warp w takes k-steps w, w + 8, ...) and sum
 //   their 16 x 8 partial tiles in shared memory, so even N = 4096 (256 tiles) gives 2048 warps
 //   of independent streams, with no second kernel.
-// - The grid is sized to the GPU (SMs x resident blocks, queried once) and the tiles are dealt
+// - The grid is sized to the GPU (SMs x blocks per SM, queried once) and the tiles are dealt
 //   evenly: every block gets the same number of tiles, give or take one in a few blocks.
 //
 // Launchers allocate nothing and never synchronize (graph capture).
@@ -35,6 +37,7 @@
 #include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/rotary.cuh"
 #include "kernels/gemm.h"
 
 namespace lmx::kernels::cuda {
@@ -45,7 +48,10 @@ namespace {
 // blocks per SM that the register budget is sized for (65536 / (32 x warps x blocks) registers a
 // thread: 8 warps x 2 blocks = 128, which 8 steps need). Measured in the Llama-2-7B fp16 decode
 // step on an H100 (graphs, 2026-11-21): 8/8/2 5.34 ms at batch 1 and 6.55 at batch 8; 8/4/3
-// 5.48 / 6.72; 4/8/4 5.52 / 7.06.
+// 5.48 / 6.72; 4/8/4 5.52 / 7.06. The blocks launched per SM are a separate knob: one block of
+// 8 warps per SM (half what the registers allow) measured faster in the whole step than two, at
+// every batch size (H100, 2026-11-22, with the decode attention's late trigger, see pdl.cuh):
+// batch 1 5.27-5.31 against 5.50-5.53 ms, batch 8 6.62-6.66 against 7.15-7.17.
 #ifndef LMX_GEMV_WARPS
 #define LMX_GEMV_WARPS 8
 #endif
@@ -54,6 +60,9 @@ namespace {
 #endif
 #ifndef LMX_GEMV_MIN_BLOCKS
 #define LMX_GEMV_MIN_BLOCKS 2
+#endif
+#ifndef LMX_GEMV_GRID_BLOCKS_PER_SM
+#define LMX_GEMV_GRID_BLOCKS_PER_SM 1
 #endif
 #ifndef LMX_GEMV_PDL  // launch as a programmatic dependent (1) or plainly (0)
 #define LMX_GEMV_PDL 1
@@ -64,7 +73,9 @@ constexpr int kWarps = LMX_GEMV_WARPS;  // warps a block, splitting K of one til
 constexpr int kThreads = kWarps * 32;
 constexpr int kSteps = LMX_GEMV_STEPS;           // k-steps a warp iteration: 2 x 16 B loads each
 constexpr int kMinBlocks = LMX_GEMV_MIN_BLOCKS;  // resident blocks per SM (register budget)
+constexpr int kGridBlocksPerSm = LMX_GEMV_GRID_BLOCKS_PER_SM;  // blocks launched per SM (<= that)
 static_assert(kWarps >= 1 && kThreads <= 1024 && kSteps >= 1 && kMinBlocks >= 1);
+static_assert(kGridBlocksPerSm >= 1);
 
 // Defines `uint4 NAME(const uint4* p, bool pred)`: the 16 bytes at p loaded with the PTX load
 // LOAD, or zeros without touching memory when !pred.
@@ -189,13 +200,20 @@ __device__ __forceinline__ void tile_partial(float (&acc)[4], float& ss, const u
 
 // ---- Epilogues: which 16 weight rows a tile multiplies, and where their results go. ----------
 // rows(tile, g): the weight rows of tile rows g and g + 8 (clamped into w: rows past the end are
-// read, their results dropped). store(m, info, tile, g, lo, hi): the fp32 results of those two
-// rows for x row m, with info = row_info(epilogue, m), looked up once a block before the tiles
-// (NoRowInfo unless the epilogue needs something per token). Each output element is stored by one
-// lane of one block.
+// read, their results dropped). store(m, info, pre, tile, g, lo, hi): the fp32 results of those
+// two rows for x row m, with info = row_info(epilogue, m), looked up once a block before the tiles
+// (NoRowInfo unless the epilogue needs something per token), and pre = prefetch(epilogue, m, info,
+// tile, g): what the store needs besides the product (NoPrefetch unless something), loaded or
+// computed before the tile's weight stream so that its latency hides under the stream instead of
+// adding to the block's tail. Each output element is stored by one lane of one block.
 struct NoRowInfo {};
 template <typename Epilogue>
 __device__ NoRowInfo row_info(const Epilogue&, int) {
+  return {};
+}
+struct NoPrefetch {};
+template <typename Epilogue, typename Info>
+__device__ NoPrefetch prefetch(const Epilogue&, int, const Info&, int, int) {
   return {};
 }
 
@@ -209,14 +227,17 @@ struct StoreRows {
     const int n = tile * kTileRows + g;
     return make_int2(min(n, N - 1), min(n + 8, N - 1));
   }
-  __device__ void store(int m, NoRowInfo, int tile, int g, float lo, float hi) const {
+  __device__ void store(int m, NoRowInfo, NoPrefetch, int tile, int g, float lo, float hi) const {
     const int n = tile * kTileRows + g;
     if (n < N) y[size_t(m) * N + n] = Out(lo);
     if (n + 8 < N) y[size_t(m) * N + n + 8] = Out(hi);
   }
 };
 
-// residual[m, n] += result + bias[n], in place (one rounding to T).
+// residual[m, n] += result + bias[n], in place (one rounding to T). The residual and bias of a
+// tile's outputs are loaded before its weight stream: for a block's first tile that is before
+// waiting for the previous kernel, so the residual must not be written by that kernel (see
+// skinny_linear_add in kernels/gemm.h).
 template <typename T>
 struct AddToResidual {
   T* residual;
@@ -224,18 +245,27 @@ struct AddToResidual {
   int N;
   __host__ __device__ int tiles() const { return (N + kTileRows - 1) / kTileRows; }
   __device__ int2 rows(int tile, int g) const { return StoreRows<T>{nullptr, N}.rows(tile, g); }
-  __device__ void add(size_t i, int n, float v) const {
+  // residual + bias of row m at tile rows g, g + 8 (zeros past N).
+  __device__ float addend(int m, int n) const {
+    if (n >= N) return 0.0f;
     // Through L2 (.cg): the residual was written by an earlier kernel of the step.
-    float r = float(__ldcg(residual + i)) + v;
-    if (bias) r += float(bias[n]);
-    residual[i] = T(r);
+    const float r = float(__ldcg(residual + size_t(m) * N + n));
+    return bias ? r + float(bias[n]) : r;
   }
-  __device__ void store(int m, NoRowInfo, int tile, int g, float lo, float hi) const {
+  __device__ float2 prefetch(int m, int tile, int g) const {
     const int n = tile * kTileRows + g;
-    if (n < N) add(size_t(m) * N + n, n, lo);
-    if (n + 8 < N) add(size_t(m) * N + n + 8, n + 8, hi);
+    return make_float2(addend(m, n), addend(m, n + 8));
+  }
+  __device__ void store(int m, NoRowInfo, float2 pre, int tile, int g, float lo, float hi) const {
+    const int n = tile * kTileRows + g;
+    if (n < N) residual[size_t(m) * N + n] = T(pre.x + lo);
+    if (n + 8 < N) residual[size_t(m) * N + n + 8] = T(pre.y + hi);
   }
 };
+template <typename T>
+__device__ float2 prefetch(const AddToResidual<T>& e, int m, NoRowInfo, int tile, int g) {
+  return e.prefetch(m, tile, g);
+}
 
 // y[m, j] = act(gate_j + bias[j]) * (up_j + bias[inter + j]) with w = [gate rows; up rows]
 // ([2 x inter, K]): tile rows 0..7 are gate rows tile x 8 + 0..7, rows 8..15 the up rows of the
@@ -250,7 +280,8 @@ struct GatedActivation {
     const int j = min(tile * 8 + g, inter - 1);
     return make_int2(j, inter + j);
   }
-  __device__ void store(int m, NoRowInfo, int tile, int g, float gate, float up) const {
+  __device__ void store(int m, NoRowInfo, NoPrefetch, int tile, int g, float gate,
+                        float up) const {
     const int j = tile * 8 + g;
     if (j >= inter) return;
     if (bias) gate += float(bias[j]), up += float(bias[inter + j]);
@@ -310,6 +341,12 @@ struct RopeKvWrite {
     int pair;
     return columns(tile, g, pair);
   }
+  // (sin, cos) of a pair tile's rotary angle for token m: computed before the weight stream.
+  __device__ float2 prefetch(const Row& info, int tile, int g) const {
+    int pair;
+    columns(tile, g, pair);
+    return pair >= 0 ? detail::rotary_sincos(info.pos, inv_freq[pair]) : make_float2(0.0f, 1.0f);
+  }
   __device__ void put(int m, const Row& info, int c, float v) const {
     const int q_size = heads * L.head_dim, kv_size = L.kv_heads * L.head_dim;
     if (c < q_size)
@@ -321,15 +358,14 @@ struct RopeKvWrite {
     else
       v_cache[info.slot + (c - q_size - kv_size)] = T(v);
   }
-  __device__ void store(int m, const Row& info, int tile, int g, float lo, float hi) const {
+  __device__ void store(int m, const Row& info, float2 sincos, int tile, int g, float lo,
+                        float hi) const {
     int pair;
     const int2 c = columns(tile, g, pair);
     if (bias) lo += float(bias[c.x]), hi += float(bias[c.y]);
-    if (pair >= 0) {  // x' = x cos - y sin, y' = y cos + x sin (rotate-half), angle in fp32
-      float sn, cs;
-      sincosf(info.pos * inv_freq[pair], &sn, &cs);
-      const float a = lo * cs - hi * sn, b = hi * cs + lo * sn;
-      lo = a, hi = b;
+    if (pair >= 0) {
+      const float2 rotated = detail::rotate_pair(lo, hi, sincos);
+      lo = rotated.x, hi = rotated.y;
     }
     put(m, info, c.x, lo);
     put(m, info, c.y, hi);
@@ -338,6 +374,11 @@ struct RopeKvWrite {
 template <typename T>
 __device__ typename RopeKvWrite<T>::Row row_info(const RopeKvWrite<T>& e, int m) {
   return e.row(m);
+}
+template <typename T>
+__device__ float2 prefetch(const RopeKvWrite<T>& e, int, const typename RopeKvWrite<T>::Row& info,
+                           int tile, int g) {
+  return e.prefetch(info, tile, g);
 }
 
 // One block: tiles blockIdx.x, blockIdx.x + gridDim.x, ... of 16 weight rows; its warps split K
@@ -367,8 +408,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (m0 < M) info0 = row_info(epi, m0);
     if (m1 < M) info1 = row_info(epi, m1);
   }
+  using Pre = decltype(prefetch(epi, 0, info0, 0, 0));
   int buf = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
+    Pre pre0{}, pre1{};  // before the first tile's wait: see the epilogue's prefetch
+    if (warp == 0) {
+      if (m0 < M) pre0 = prefetch(epi, m0, info0, tile, g);
+      if (m1 < M) pre1 = prefetch(epi, m1, info1, tile, g);
+    }
     const int2 rows = epi.rows(tile, g);
     const uint4* w_lo = reinterpret_cast<const uint4*>(w + size_t(rows.x) * K) + first;
     const uint4* w_hi = reinterpret_cast<const uint4*>(w + size_t(rows.y) * K) + first;
@@ -398,12 +445,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       s.x += p.x, s.y += p.y, s.z += p.z, s.w += p.w;
     }
     // s = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1] with D[r][m] = y[m][tile row r].
-    if (m0 < M) epi.store(m0, info0, tile, g, s.x * scale0, s.z * scale0);
-    if (m1 < M) epi.store(m1, info1, tile, g, s.y * scale1, s.w * scale1);
+    if (m0 < M) epi.store(m0, info0, pre0, tile, g, s.x * scale0, s.z * scale0);
+    if (m1 < M) epi.store(m1, info1, pre1, tile, g, s.y * scale1, s.w * scale1);
   }
 }
 
-// Blocks for `tiles` tiles: at most what the GPU holds at once (SMs x resident blocks of this
+// Blocks for `tiles` tiles: at most SMs x kGridBlocksPerSm (and what the GPU holds at once of this
 // kernel instance, queried on its first launch and cached: one device model per process), spread
 // so every block gets the same number of tiles (ceil(tiles / grid), a few one less).
 template <typename T, typename Epilogue, bool kRmsInput>
@@ -417,7 +464,7 @@ int grid_for(int tiles) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
       sms = 132, per_sm = kMinBlocks;
     }
-    return std::max(1, sms) * std::max(1, per_sm);
+    return std::max(1, sms) * std::clamp(per_sm, 1, kGridBlocksPerSm);
   }();
   const int rounds = (tiles + resident - 1) / resident;
   return (tiles + rounds - 1) / rounds;

@@ -8,7 +8,8 @@
 // - the secondary is launched with launch_dependent(), and before it reads or writes anything the
 //   primary (or an earlier kernel) writes or reads, calls wait_for_primary(), which returns once
 //   the primary has completed and its memory is visible. Before that it may only read data no
-//   kernel of the step writes (weights). Data the primary writes must not be read through the
+//   kernel of the step writes (weights), or data last written two or more kernels back (below,
+//   through L2: ld.global.cg / __ldcg). Data the primary writes must not be read through the
 //   read-only path (ld.global.nc / __ldg / const __restrict__) even after the wait: it is not
 //   read-only for the secondary's lifetime.
 // Every kernel of a decode step is launched this way and waits at its top, except the decode
@@ -19,9 +20,19 @@
 // slower (5.51 / 5.73 ms with the GEMV alone): not done. The MHA decode attention
 // (decode_warp_kernel) also starts early: it reads the step's metadata and gathers the K/V of
 // positions before this step's (written by earlier steps) before waiting.
-// The GEMV does not call allow_dependents(): its blocks fill the register file, and letting the
-// next kernel's blocks in while it streams made a batch-1 step 11-17% slower and batch 8 17-21%
-// slower (H100, 2026-11-22; bench/RESULTS.md): its dependents launch as its blocks exit.
+// The GEMV does not call allow_dependents(): letting the next kernel's blocks in while it streams
+// made a batch-1 step 11-17% slower and batch 8 17-21% slower (H100, 2026-11-22, two GEMV blocks
+// an SM); with one GEMV block an SM, where the next kernel's blocks fit beside it, batch 1 took
+// 6.42-6.44 ms against 5.49-5.51 and batch 8 8.40-8.43 against 6.66-6.72 (bench/RESULTS.md): its
+// dependents launch as its blocks exit. Nor does the MHA decode
+// attention: with the output projection let in after its wait, a batch-1 step took 5.49-5.51 ms
+// against 5.27-5.31 without (batch 8: 6.67-6.72 against 6.62-6.66; one GEMV block an SM).
+//
+// What a kernel may read before its wait follows from this: every kernel calls allow_dependents()
+// only after its own wait (or not at all), so when a kernel's blocks start, the kernel two places
+// before it in the stream, and every earlier one, has completed. Data last written by those may
+// be read before the wait (the decode GEMV's residual-add epilogue does: the residual it adds to
+// was last written two or three kernels back).
 // Kernels launched normally, and every kernel on GPUs before sm_90, behave as without it.
 #pragma once
 

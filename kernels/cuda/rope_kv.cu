@@ -1,6 +1,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/rotary.cuh"
 #include "kernels/rope_kv.h"
 
 namespace lmx::kernels::cuda {
@@ -45,9 +46,8 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
           a += to_f(bias[c0]);
           b += to_f(bias[c1]);
         }
-        float s, c;
-        sincosf(float(pos) * inv_freq[r], &s, &c);
-        const T ra = from_f<T>(a * c - b * s), rb = from_f<T>(b * c + a * s);
+        const float2 rotated = rotate_pair(a, b, rotary_sincos(float(pos), inv_freq[r]));
+        const T ra = from_f<T>(rotated.x), rb = from_f<T>(rotated.y);
         row[c0] = ra;
         row[c1] = rb;
         if (is_k && seq >= 0) {
