@@ -20,13 +20,16 @@
 // slower (5.51 / 5.73 ms with the GEMV alone): not done. The MHA decode attention
 // (decode_warp_kernel) also starts early: it reads the step's metadata and gathers the K/V of
 // positions before this step's (written by earlier steps) before waiting.
-// The GEMV does not call allow_dependents(): letting the next kernel's blocks in while it streams
-// made a batch-1 step 11-17% slower and batch 8 17-21% slower (H100, 2026-11-22, two GEMV blocks
-// an SM); with one GEMV block an SM, where the next kernel's blocks fit beside it, batch 1 took
-// 6.42-6.44 ms against 5.49-5.51 and batch 8 8.40-8.43 against 6.66-6.72 (bench/RESULTS.md): its
-// dependents launch as its blocks exit. Nor does the MHA decode
-// attention: with the output projection let in after its wait, a batch-1 step took 5.49-5.51 ms
-// against 5.27-5.31 without (batch 8: 6.67-6.72 against 6.62-6.66; one GEMV block an SM).
+// Between projections the GEMV does not call allow_dependents(): letting the next kernel's blocks
+// in while it streams made a batch-1 step 11-17% slower and batch 8 17-21% slower (H100,
+// 2026-11-22, two GEMV blocks an SM); with one GEMV block an SM, where the next kernel's blocks fit
+// beside it, batch 1 took 6.42-6.44 ms against 5.49-5.51 and batch 8 8.40-8.43 against 6.66-6.72
+// (bench/RESULTS.md). Its dependents launch as its blocks exit. The qkv projection with the
+// rope + K/V epilogue is the exception: it calls it after its wait, and its dependent, the decode
+// attention, gathers older K/V while the qkv weights stream (batch 1 5.19-5.22 ms against
+// 5.25-5.27). The MHA decode attention does not call it: with the output projection let in after
+// its wait, a batch-1 step took 5.49-5.51 ms against 5.27-5.31 without (batch 8: 6.67-6.72
+// against 6.62-6.66; one GEMV block an SM).
 //
 // What a kernel may read before its wait follows from this: every kernel calls allow_dependents()
 // only after its own wait (or not at all), so when a kernel's blocks start, the kernel two places
