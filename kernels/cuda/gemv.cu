@@ -12,13 +12,23 @@
 //   (8 k of one row) and x is read in the same permuted order: lane (g = lane / 4, t = lane % 4)
 //   loads chunk 4s + t (8 k) of weight rows g and g + 8 and of x row g for k-step s (32 k).
 //   Each mma starts from zero and is added to fp32 registers with ordinary (rounded) adds.
-// - Many 16-byte loads in flight: a warp issues all 2 x kSteps weight loads of an iteration
-//   (16 x 16 B a lane, 8 KB a warp) before its first mma, so a block of 8 warps requests 64 KB
-//   at once (the registers would hold 2 such blocks an SM; one is launched, see the knobs, and
-//   132 x 64 KB = 8.4 MB in flight, several times the ~3 MB that 3 TB/s x ~1 us of latency
-//   needs); weights are read with
-//   ld.global.nc.L1::no_allocate.L2::256B (streamed once: L1 keeps x, L2 fetches 256-byte
-//   blocks); x is read through L2 (.cg: it is written by the kernel this one overlaps).
+// - The weight stream never drains: each lane copies its own 16-byte chunks of w (the ones its
+//   mma fragments need) into its own slots of shared memory with cp.async, a ring of kStages
+//   iterations of kSteps k-steps (no lane reads another's slots, so no barrier guards them). The
+//   next iteration's copies are issued before this one is multiplied, and x for the next
+//   iteration is loaded before this one's weights are waited for, across tile boundaries too (the
+//   ring runs over the block's tiles as one sequence). With 8 x 2 (64 KB an SM in flight, 128 KB
+//   of ring) a Llama-2-7B decode step measured faster than the earlier register-held loads, and
+//   faster than deeper rings (4 x 4, 4 x 6, 8 x 3: more bytes queued in front of the loads on the
+//   step's critical path) or shorter iterations (bench/RESULTS.md). Weights go through L2 with
+//   256-byte fetches and skip L1 (.cg); x is read through L2 (ld.global.cg: it is written by the
+//   kernel this one overlaps).
+// - Programmatic dependent launch (kernels/cuda/pdl.cuh): the first iteration is issued before
+//   waiting for the kernel that writes x (weights never change within a step), and once its first
+//   tile is done the kernel lets its dependent in. A ring of 128 KB leaves no room for a second
+//   GEMV block on an SM, so the next projection's blocks take each SM as this one's block leaves
+//   it and start their weight stream there, filling this kernel's tail; the decode attention's
+//   smaller blocks fit beside the qkv projection's and gather older K/V while it streams.
 // - The 8 warps of a block split K of the same tile (warp w takes k-steps w, w + 8, ...) and sum
 //   their 16 x 8 partial tiles in shared memory, so even N = 4096 (256 tiles) gives 2048 warps
 //   of independent streams, with no second kernel.
@@ -44,22 +54,20 @@ namespace lmx::kernels::cuda {
 namespace {
 
 // Tuning knobs, compile-time only (the defaults are the shipped configuration; the bench's
-// header says how to build variants): warps a block, k-steps a warp iteration, and the resident
-// blocks per SM that the register budget is sized for (65536 / (32 x warps x blocks) registers a
-// thread: 8 warps x 2 blocks = 128, which 8 steps need). Measured in the Llama-2-7B fp16 decode
-// step on an H100 (graphs, 2026-11-21): 8/8/2 5.34 ms at batch 1 and 6.55 at batch 8; 8/4/3
-// 5.48 / 6.72; 4/8/4 5.52 / 7.06. The blocks launched per SM are a separate knob: one block of
-// 8 warps per SM (half what the registers allow) measured faster in the whole step than two, at
-// every batch size (H100, 2026-11-22, with the decode attention's late trigger, see pdl.cuh):
-// batch 1 5.27-5.31 against 5.50-5.53 ms, batch 8 6.62-6.66 against 7.15-7.17.
+// header says how to build variants): warps a block, k-steps an iteration (2 x 16-byte copies a
+// lane each), iterations in the ring, resident blocks per SM the registers are sized for (one:
+// the ring allows no more), and blocks launched per SM.
 #ifndef LMX_GEMV_WARPS
 #define LMX_GEMV_WARPS 8
 #endif
 #ifndef LMX_GEMV_STEPS
 #define LMX_GEMV_STEPS 8
 #endif
+#ifndef LMX_GEMV_STAGES
+#define LMX_GEMV_STAGES 2
+#endif
 #ifndef LMX_GEMV_MIN_BLOCKS
-#define LMX_GEMV_MIN_BLOCKS 2
+#define LMX_GEMV_MIN_BLOCKS 1
 #endif
 #ifndef LMX_GEMV_GRID_BLOCKS_PER_SM
 #define LMX_GEMV_GRID_BLOCKS_PER_SM 1
@@ -71,35 +79,44 @@ namespace {
 constexpr int kTileRows = 16;           // weight rows per tile: the mma's M
 constexpr int kWarps = LMX_GEMV_WARPS;  // warps a block, splitting K of one tile
 constexpr int kThreads = kWarps * 32;
-constexpr int kSteps = LMX_GEMV_STEPS;           // k-steps a warp iteration: 2 x 16 B loads each
+constexpr int kSteps = LMX_GEMV_STEPS;           // k-steps an iteration: 2 x 16 B copies each
+constexpr int kStages = LMX_GEMV_STAGES;  // iterations in a lane's ring (kStages - 1 in flight)
+constexpr int kStride = kWarps * 4;              // chunks from one of a warp's k-steps to its next
+constexpr int kIterChunks = kStride * kSteps;    // chunks a warp covers an iteration
 constexpr int kMinBlocks = LMX_GEMV_MIN_BLOCKS;  // resident blocks per SM (register budget)
 constexpr int kGridBlocksPerSm = LMX_GEMV_GRID_BLOCKS_PER_SM;  // blocks launched per SM (<= that)
-static_assert(kWarps >= 1 && kThreads <= 1024 && kSteps >= 1 && kMinBlocks >= 1);
+// The ring: [kStages][kSteps][lo, hi][kThreads] 16-byte slots (consecutive lanes, consecutive
+// slots: conflict-free). Dynamic shared memory (more than the 48 KB a static array may have).
+constexpr int kStageSlots = kSteps * 2 * kThreads;
+constexpr int kRingBytes = kStages * kStageSlots * 16;
+static_assert(kWarps >= 1 && kThreads <= 1024 && kSteps >= 1 && kStages >= 2 && kMinBlocks >= 1);
+static_assert(kRingBytes <= 200 * 1024, "the ring and the block's static shared memory fit an SM");
 static_assert(kGridBlocksPerSm >= 1);
 
-// Defines `uint4 NAME(const uint4* p, bool pred)`: the 16 bytes at p loaded with the PTX load
-// LOAD, or zeros without touching memory when !pred.
-#define LMX_PREDICATED_LOAD16(NAME, LOAD)                                          \
-  __device__ __forceinline__ uint4 NAME(const uint4* p, bool pred) {               \
-    uint4 v;                                                                       \
-    asm volatile(                                                                  \
-        "{\n"                                                                      \
-        "  .reg .pred p;\n"                                                        \
-        "  setp.ne.b32 p, %5, 0;\n"                                                \
-        "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n" \
-        "  @p " LOAD " {%0, %1, %2, %3}, [%4];\n"                                   \
-        "}\n"                                                                      \
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                               \
-        : "l"(p), "r"(int(pred)));                                                 \
-    return v;                                                                      \
-  }
+// x: 16 bytes through L2 only, or zeros without touching memory when !pred. Not the read-only
+// (.nc) path: x is written by the kernel this one overlaps (programmatic dependent launch), so it
+// is not read-only for this kernel's lifetime.
+__device__ __forceinline__ uint4 load_x(const uint4* p, bool pred) {
+  uint4 v;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p;\n"
+      "  setp.ne.b32 p, %5, 0;\n"
+      "  mov.b32 %0, 0;\n  mov.b32 %1, 0;\n  mov.b32 %2, 0;\n  mov.b32 %3, 0;\n"
+      "  @p ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      "}\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(int(pred)));
+  return v;
+}
 
-// Weights: streamed once through the read-only path, no L1 allocation, 256-byte L2 fetches.
-LMX_PREDICATED_LOAD16(load_weights, "ld.global.nc.L1::no_allocate.L2::256B.v4.u32")
-// x: cached in L2 only. Not the read-only (.nc) path: x is written by the kernel this one
-// overlaps (programmatic dependent launch), so it is not read-only for this kernel's lifetime.
-LMX_PREDICATED_LOAD16(load_x, "ld.global.cg.v4.u32")
-#undef LMX_PREDICATED_LOAD16
+// Weights: 16 bytes copied into this lane's shared-memory slot (streamed once: L2 fetches 256-byte
+// blocks, L1 is skipped), or the slot zero-filled without reading when !pred.
+__device__ __forceinline__ void copy_weights(uint4* slot, const uint4* p, bool pred) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(slot));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(p),
+               "r"(pred ? 16 : 0));
+}
 
 // d = A · B for one m16n8k16 (fp32 out, zero accumulator in). Fragments (PTX ISA, per lane,
 // g = lane / 4, t = lane % 4): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..],
@@ -152,74 +169,25 @@ __device__ __forceinline__ float sum_squares(const uint4& v) {
   return s;
 }
 
-// This warp's share of tile rows [n0, n0 + 16) over all of K: k-steps warp, warp + kWarps, ...
-// w_lo / w_hi / xr point at the lane's first chunk (chunk 4 x warp + t) of weight rows g and
-// g + 8 and of x row g; `left` is how many chunks of the row remain from the warp's first step
-// (chunk 4 x warp): the same in every lane, so the loop, and with it the warp-wide mma, never
-// diverges. Returns the lane's part of the 16 x 8 partial product (see mma_16x8x16's d).
-//
-// The kernel is launched as a programmatic dependent (kernels/cuda/pdl.cuh): with `first` set (the
-// block's first tile) the first iteration's weight loads are issued before waiting for the kernel
-// that writes x, so the weight stream starts during that kernel's tail. With kSumSquares, the first
-// tile also adds the squares of the lane's x elements to `ss` (every element of x row g is loaded
-// by exactly one lane of the block with that g).
-template <typename T, bool kSumSquares>
-__device__ __forceinline__ void tile_partial(float (&acc)[4], float& ss, const uint4* w_lo,
-                                             const uint4* w_hi, const uint4* xr, bool has_x,
-                                             int t, int left, bool first) {
-  constexpr int kStride = kWarps * 4;  // chunks from one of the warp's steps to its next
-#pragma unroll
-  for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
-  bool wait = first;
-  // Pointers advance a whole iteration at a time, so every load is [pointer + constant].
-  for (; left > 0; left -= kStride * kSteps, w_lo += kStride * kSteps, w_hi += kStride * kSteps,
-                   xr += kStride * kSteps) {
-    uint4 lo[kSteps], hi[kSteps], xv[kSteps];
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) {  // every weight load first: 2 x kSteps in flight a lane
-      lo[u] = load_weights(w_lo + u * kStride, u * kStride + t < left);
-      hi[u] = load_weights(w_hi + u * kStride, u * kStride + t < left);
-    }
-    if (wait) {  // weights never change within a step: only x had to wait
-      pdl::wait_for_primary();
-      wait = false;
-    }
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u)
-      xv[u] = load_x(xr + u * kStride, has_x && u * kStride + t < left);
-#pragma unroll
-    for (int u = 0; u < kSteps; ++u) mma_step<T>(acc, lo[u], hi[u], xv[u]);
-    if constexpr (kSumSquares) {
-      if (first)
-#pragma unroll
-        for (int u = 0; u < kSteps; ++u) ss += sum_squares<T>(xv[u]);
-    }
-  }
-  if (wait) pdl::wait_for_primary();  // this warp had no k-steps
-}
-
 // ---- Epilogues: which 16 weight rows a tile multiplies, and where their results go. ----------
 // rows(tile, g): the weight rows of tile rows g and g + 8 (clamped into w: rows past the end are
 // read, their results dropped). store(m, info, pre, tile, g, lo, hi): the fp32 results of those
-// two rows for x row m, with info = row_info(epilogue, m), looked up once a block before the tiles
-// (NoRowInfo unless the epilogue needs something per token), and pre = prefetch(epilogue, m, info,
-// tile, g): what the store needs besides the product (NoPrefetch unless something), loaded or
-// computed before the tile's weight stream so that its latency hides under the stream instead of
-// adding to the block's tail. Each output element is stored by one lane of one block.
+// two rows for x row m, with info = row_info(m), looked up once a block before the tiles (the
+// step's metadata of token m, if the epilogue needs any), and pre = prefetch(m, info, tile, g):
+// what the store needs besides the product, loaded or computed at the top of the tile so that its
+// latency hides under the tile's weight stream instead of adding to the block's tail (for the
+// block's first tile: before waiting for the previous kernel). Each output element is stored by
+// one lane of one block. Epilogues that need neither derive from NoExtras.
 struct NoRowInfo {};
-template <typename Epilogue>
-__device__ NoRowInfo row_info(const Epilogue&, int) {
-  return {};
-}
 struct NoPrefetch {};
-template <typename Epilogue, typename Info>
-__device__ NoPrefetch prefetch(const Epilogue&, int, const Info&, int, int) {
-  return {};
-}
+struct NoExtras {
+  __device__ NoRowInfo row_info(int) const { return {}; }
+  __device__ NoPrefetch prefetch(int, NoRowInfo, int, int) const { return {}; }
+};
 
 // y[m, n] = result: tile rows are weight rows tile x 16 + 0..15.
 template <typename Out>
-struct StoreRows {
+struct StoreRows : NoExtras {
   Out* y;
   int N;
   __host__ __device__ int tiles() const { return (N + kTileRows - 1) / kTileRows; }
@@ -239,12 +207,12 @@ struct StoreRows {
 // waiting for the previous kernel, so the residual must not be written by that kernel (see
 // skinny_linear_add in kernels/gemm.h).
 template <typename T>
-struct AddToResidual {
+struct AddToResidual : NoExtras {
   T* residual;
   const T* bias;  // [N] or null
   int N;
   __host__ __device__ int tiles() const { return (N + kTileRows - 1) / kTileRows; }
-  __device__ int2 rows(int tile, int g) const { return StoreRows<T>{nullptr, N}.rows(tile, g); }
+  __device__ int2 rows(int tile, int g) const { return StoreRows<T>{{}, nullptr, N}.rows(tile, g); }
   // residual + bias of row m at tile rows g, g + 8 (zeros past N).
   __device__ float addend(int m, int n) const {
     if (n >= N) return 0.0f;
@@ -252,7 +220,7 @@ struct AddToResidual {
     const float r = float(__ldcg(residual + size_t(m) * N + n));
     return bias ? r + float(bias[n]) : r;
   }
-  __device__ float2 prefetch(int m, int tile, int g) const {
+  __device__ float2 prefetch(int m, NoRowInfo, int tile, int g) const {
     const int n = tile * kTileRows + g;
     return make_float2(addend(m, n), addend(m, n + 8));
   }
@@ -262,16 +230,12 @@ struct AddToResidual {
     if (n + 8 < N) residual[size_t(m) * N + n + 8] = T(pre.y + hi);
   }
 };
-template <typename T>
-__device__ float2 prefetch(const AddToResidual<T>& e, int m, NoRowInfo, int tile, int g) {
-  return e.prefetch(m, tile, g);
-}
 
 // y[m, j] = act(gate_j + bias[j]) * (up_j + bias[inter + j]) with w = [gate rows; up rows]
 // ([2 x inter, K]): tile rows 0..7 are gate rows tile x 8 + 0..7, rows 8..15 the up rows of the
 // same j, so one lane holds both halves of an output.
 template <typename T, ActivationKind A>
-struct GatedActivation {
+struct GatedActivation : NoExtras {
   T* y;
   const T* bias;  // [2 x inter] (gate | up) or null
   int inter;
@@ -318,7 +282,13 @@ struct RopeKvWrite {
   __host__ __device__ int head_tiles() const { return pair_tiles() + (L.head_dim - rotary_dim) / 16; }
   __host__ __device__ int qk_tiles() const { return (heads + L.kv_heads) * head_tiles(); }
   __host__ __device__ int tiles() const { return qk_tiles() + L.kv_heads * L.head_dim / 16; }
-  __device__ Row row(int m) const {
+  // Where a tile's two results go and how they rotate: computed before the weight stream.
+  struct Target {
+    int2 columns;   // of tile rows g and g + 8
+    float2 sincos;  // of the rotary angle for a pair tile; (0, 1) otherwise
+    bool pair;      // a rotary pair (rotated), else plain
+  };
+  __device__ Row row_info(int m) const {
     const int seq = token_seq[m], pos = token_pos[m];
     return {float(pos), seq >= 0 ? detail::kv_slot(block_tables, L, seq, pos) : 0, seq >= 0};
   }
@@ -341,11 +311,11 @@ struct RopeKvWrite {
     int pair;
     return columns(tile, g, pair);
   }
-  // (sin, cos) of a pair tile's rotary angle for token m: computed before the weight stream.
-  __device__ float2 prefetch(const Row& info, int tile, int g) const {
+  __device__ Target prefetch(int, const Row& info, int tile, int g) const {
     int pair;
-    columns(tile, g, pair);
-    return pair >= 0 ? detail::rotary_sincos(info.pos, inv_freq[pair]) : make_float2(0.0f, 1.0f);
+    const int2 c = columns(tile, g, pair);
+    if (pair < 0) return {c, make_float2(0.0f, 1.0f), false};
+    return {c, detail::rotary_sincos(info.pos, inv_freq[pair]), true};
   }
   __device__ void put(int m, const Row& info, int c, float v) const {
     const int q_size = heads * L.head_dim, kv_size = L.kv_heads * L.head_dim;
@@ -358,83 +328,146 @@ struct RopeKvWrite {
     else
       v_cache[info.slot + (c - q_size - kv_size)] = T(v);
   }
-  __device__ void store(int m, const Row& info, float2 sincos, int tile, int g, float lo,
+  __device__ void store(int m, const Row& info, const Target& to, int, int, float lo,
                         float hi) const {
-    int pair;
-    const int2 c = columns(tile, g, pair);
-    if (bias) lo += float(bias[c.x]), hi += float(bias[c.y]);
-    if (pair >= 0) {
-      const float2 rotated = detail::rotate_pair(lo, hi, sincos);
+    if (bias) lo += float(bias[to.columns.x]), hi += float(bias[to.columns.y]);
+    if (to.pair) {
+      const float2 rotated = detail::rotate_pair(lo, hi, to.sincos);
       lo = rotated.x, hi = rotated.y;
     }
-    put(m, info, c.x, lo);
-    put(m, info, c.y, hi);
+    put(m, info, to.columns.x, lo);
+    put(m, info, to.columns.y, hi);
   }
 };
-template <typename T>
-__device__ typename RopeKvWrite<T>::Row row_info(const RopeKvWrite<T>& e, int m) {
-  return e.row(m);
-}
-template <typename T>
-__device__ float2 prefetch(const RopeKvWrite<T>& e, int, const typename RopeKvWrite<T>::Row& info,
-                           int tile, int g) {
-  return e.prefetch(info, tile, g);
-}
 
-// Whether the kernel lets its dependent in once it has waited for its own primary
-// (kernels/cuda/pdl.cuh). Only the qkv projection does: its dependent is the decode attention,
-// whose blocks fit beside the GEMV's and gather the K/V of earlier positions while it streams
-// (H100, Llama-2-7B fp16 step: batch 1 5.19-5.22 ms against 5.25-5.27, batch 8 6.45-6.48 against
-// 6.54-6.59). Between projections it is slower (pdl.cuh).
-template <typename Epilogue>
-constexpr bool kLetsDependentsIn = false;
-template <typename T>
-constexpr bool kLetsDependentsIn<RopeKvWrite<T>> = true;
+// The block's weight stream: the warp's iterations over the block's tiles (tiles blockIdx.x,
+// blockIdx.x + gridDim.x, ...; `iters` iterations of kSteps k-steps each) as one sequence, issued
+// kStages - 1 ahead of the one being multiplied, one cp.async commit group an iteration (empty past
+// the end, so that waiting for all but the kStages - 2 newest groups always means "up to this
+// iteration"). Lane (g, t) copies chunks 4 x (warp + s x kWarps) + t of weight rows g and g + 8
+// for every k-step s: exactly the chunks its mma fragments need.
+template <typename T, typename Epilogue>
+struct WeightRing {
+  const T* w;
+  Epilogue epi;  // by value: a reference to the kernel parameter would copy it to the stack
+  uint4* slots;  // this lane's slot of stage 0, step 0, lo; the others kThreads apart
+  int K, chunks, first, g, iters, total;
+  int issued = 0, tile, it = 0;  // the next iteration to issue: its index, tile and iteration
+
+  __device__ WeightRing(const T* w, const Epilogue& epi, uint4* ring, int K, int first, int g,
+                        int iters, int block_tiles)
+      : w(w), epi(epi), slots(ring + threadIdx.x), K(K), chunks(K / 8), first(first), g(g),
+        iters(iters), total(block_tiles * iters), tile(blockIdx.x) {}
+
+  __device__ void issue() {
+    if (issued < total) {
+      const int2 rows = epi.rows(tile, g);
+      const int c0 = first + it * kIterChunks;
+      const uint4* lo = reinterpret_cast<const uint4*>(w + size_t(rows.x) * K) + c0;
+      const uint4* hi = reinterpret_cast<const uint4*>(w + size_t(rows.y) * K) + c0;
+      uint4* stage = slots + (issued % kStages) * kStageSlots;
+#pragma unroll
+      for (int u = 0; u < kSteps; ++u) {
+        const bool in_row = c0 + u * kStride < chunks;
+        copy_weights(stage + (2 * u) * kThreads, lo + u * kStride, in_row);
+        copy_weights(stage + (2 * u + 1) * kThreads, hi + u * kStride, in_row);
+      }
+      if (++it == iters) it = 0, tile += gridDim.x;
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    ++issued;
+  }
+
+  // Waits for iteration `n` (every earlier one has been waited for) and loads its weight chunks.
+  __device__ void take(int n, uint4 (&lo)[kSteps], uint4 (&hi)[kSteps]) const {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
+    const uint4* stage = slots + (n % kStages) * kStageSlots;
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      lo[u] = stage[(2 * u) * kThreads];
+      hi[u] = stage[(2 * u + 1) * kThreads];
+    }
+  }
+};
 
 // One block: tiles blockIdx.x, blockIdx.x + gridDim.x, ... of 16 weight rows; its warps split K
-// and warp 0 sums their partial tiles (double-buffered, so one barrier a tile) and hands them to
-// the epilogue. kRmsInput: each x row enters scaled by 1 / sqrt(mean(x^2) + eps), applied to the
-// results (the sums of squares are taken from the first tile's x loads).
+// (warp w takes k-steps w, w + kWarps, ...) and warp 0 sums their partial tiles (double-buffered,
+// so one barrier a tile) and hands them to the epilogue. kRmsInput: each x row enters scaled by
+// 1 / sqrt(mean(x^2) + eps), applied to the results (the sums of squares are taken from the first
+// tile's x loads: every element of x row g is loaded by exactly one lane of the block with that g).
 template <typename T, typename Epilogue, bool kRmsInput>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    skinny_kernel(const T* __restrict__ x, const T* __restrict__ w, Epilogue epi, int M, int K,
-                  float eps) {
+    skinny_kernel(const T* x, const T* __restrict__ w, Epilogue epi, int M, int K, float eps) {
+  extern __shared__ uint4 ring[];  // WeightRing's slots
   __shared__ float4 partial[2][kWarps][32];
   __shared__ float row_ss[kWarps][8];  // per warp, per x row: sum of squares (kRmsInput)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment row group and k pair
   const int chunks = K / 8;              // 16-byte chunks a row
   const int first = 4 * warp + t;        // the lane's first chunk: step `warp`, chunk t of it
-  const bool has_x = g < M;              // x rows past M are the mma's zero padding
-  const uint4* xr = reinterpret_cast<const uint4*>(x + size_t(has_x ? g : 0) * K) + first;
   const int tiles = epi.tiles();
+  const int block_tiles = int(blockIdx.x) < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  // Iterations a tile takes this warp (the same in every lane, so the warp-wide mma never
+  // diverges; 0 when K is too short to reach the warp's first step).
+  const int reach = chunks - 4 * warp;
+  const int iters = reach > 0 ? (reach + kIterChunks - 1) / kIterChunks : 0;
+  const bool has_x = g < M;  // x rows past M are the mma's zero padding
+  const uint4* xr = reinterpret_cast<const uint4*>(x + size_t(has_x ? g : 0) * K) + first;
   const int m0 = 2 * t, m1 = 2 * t + 1;  // the x rows of this lane's results
   float scale0 = 1.0f, scale1 = 1.0f;    // their RMS factors (warp 0, from the first tile)
-  // Per-token epilogue data of this lane's rows (the step's metadata: written before the step, so
-  // it may be read before waiting for the previous kernel).
-  using Info = decltype(row_info(epi, 0));
+
+  // Before waiting for the previous kernel (kernels/cuda/pdl.cuh): the step's metadata of this
+  // lane's rows, the first tile's epilogue inputs, and the first kStages - 1 weight iterations.
+  using Info = decltype(epi.row_info(0));
+  using Pre = decltype(epi.prefetch(0, Info{}, 0, 0));
   Info info0{}, info1{};
+  Pre pre0{}, pre1{};
+  auto prefetch = [&](int tile) {
+    if (warp != 0) return;
+    if (m0 < M) pre0 = epi.prefetch(m0, info0, tile, g);
+    if (m1 < M) pre1 = epi.prefetch(m1, info1, tile, g);
+  };
   if (warp == 0) {
-    if (m0 < M) info0 = row_info(epi, m0);
-    if (m1 < M) info1 = row_info(epi, m1);
+    if (m0 < M) info0 = epi.row_info(m0);
+    if (m1 < M) info1 = epi.row_info(m1);
   }
-  using Pre = decltype(prefetch(epi, 0, info0, 0, 0));
+  prefetch(blockIdx.x);
+  WeightRing<T, Epilogue> stream(w, epi, ring, K, first, g, iters, block_tiles);
+  for (int s = 0; s < kStages - 1; ++s) stream.issue();
+  pdl::wait_for_primary();  // x is the previous kernel's output (and y may still be read by it)
+
+  // x of iteration i of a tile (the same for every tile): loaded one iteration ahead, so that
+  // its latency (L2, under the weight stream's load) overlaps the iteration before.
+  auto load_x_iteration = [&](uint4(&xv)[kSteps], int i) {
+    const int c0 = i * kIterChunks;  // chunks past the lane's first
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u)
+      xv[u] = load_x(xr + c0 + u * kStride, has_x && first + c0 + u * kStride < chunks);
+  };
+  uint4 xv[kSteps];
+  load_x_iteration(xv, 0);
+  int n = 0;  // the block's iteration being multiplied
   int buf = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
-    Pre pre0{}, pre1{};  // before the first tile's wait: see the epilogue's prefetch
-    if (warp == 0) {
-      if (m0 < M) pre0 = prefetch(epi, m0, info0, tile, g);
-      if (m1 < M) pre1 = prefetch(epi, m1, info1, tile, g);
-    }
-    const int2 rows = epi.rows(tile, g);
-    const uint4* w_lo = reinterpret_cast<const uint4*>(w + size_t(rows.x) * K) + first;
-    const uint4* w_hi = reinterpret_cast<const uint4*>(w + size_t(rows.y) * K) + first;
     const bool first_tile = tile == int(blockIdx.x);
-    float acc[4], ss = 0.0f;
-    // x is the previous kernel's output (and y may still be read by it): the first tile waits.
-    tile_partial<T, kRmsInput>(acc, ss, w_lo, w_hi, xr, has_x, t, chunks - 4 * warp, first_tile);
-    if constexpr (kLetsDependentsIn<Epilogue>)
-      if (first_tile) pdl::allow_dependents();  // after the wait in tile_partial: pdl.cuh
+    if (!first_tile) prefetch(tile);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;
+    for (int i = 0; i < iters; ++i, ++n) {
+      uint4 x_next[kSteps], lo[kSteps], hi[kSteps];
+      load_x_iteration(x_next, i + 1 < iters ? i + 1 : 0);  // past the last tile: unused
+      stream.take(n, lo, hi);
+      stream.issue();  // into the slots taken one iteration ago
+#pragma unroll
+      for (int u = 0; u < kSteps; ++u) mma_step<T>(acc, lo[u], hi[u], xv[u]);
+      if constexpr (kRmsInput) {
+        if (first_tile)
+#pragma unroll
+          for (int u = 0; u < kSteps; ++u) ss += sum_squares<T>(xv[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kSteps; ++u) xv[u] = x_next[u];
+    }
+    if (first_tile) pdl::allow_dependents();  // after the wait: pdl.cuh
     partial[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     if (kRmsInput && first_tile) {
       ss += __shfl_xor_sync(0xffffffffu, ss, 1);  // the 4 lanes (t) of row g
@@ -472,7 +505,8 @@ int grid_for(int tiles) {
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, skinny_kernel<T, Epilogue, kRmsInput>, kThreads, 0) != cudaSuccess) {
+            &per_sm, skinny_kernel<T, Epilogue, kRmsInput>, kThreads, kRingBytes) !=
+            cudaSuccess) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
       sms = 132, per_sm = kMinBlocks;
     }
@@ -488,11 +522,15 @@ void launch(const T* x, const T* w, const Epilogue& epi, int M, int K, float eps
   const int tiles = epi.tiles();
   if (M <= 0 || tiles <= 0) return;
   auto* kernel = skinny_kernel<T, Epilogue, kRmsInput>;
+  // Raised on every launch (cheap, per device, allowed during graph capture), and before the
+  // occupancy query in grid_for.
+  constexpr int smem = kRingBytes;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   const int grid = grid_for<T, Epilogue, kRmsInput>(tiles);
   if (LMX_GEMV_PDL)
-    pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), 0, stream, x, w, epi, M, K, eps);
+    pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, x, w, epi, M, K, eps);
   else
-    kernel<<<grid, kThreads, 0, stream>>>(x, w, epi, M, K, eps);
+    kernel<<<grid, kThreads, smem, stream>>>(x, w, epi, M, K, eps);
 }
 
 }  // namespace
@@ -501,26 +539,26 @@ bool skinny_supported(int M, int K) { return M >= 1 && M <= kSkinnyMaxRows && K 
 
 template <typename T>
 void skinny_linear(const T* x, const T* w, T* y, int M, int N, int K, cudaStream_t stream) {
-  launch<T, false>(x, w, StoreRows<T>{y, N}, M, K, 0.0f, stream);
+  launch<T, false>(x, w, StoreRows<T>{{}, y, N}, M, K, 0.0f, stream);
 }
 
 template <typename T>
 void skinny_linear_f32_out(const T* x, const T* w, float* y, int M, int N, int K,
                            cudaStream_t stream) {
-  launch<T, false>(x, w, StoreRows<float>{y, N}, M, K, 0.0f, stream);
+  launch<T, false>(x, w, StoreRows<float>{{}, y, N}, M, K, 0.0f, stream);
 }
 
 template <typename T>
 void skinny_linear_rms(const T* x, float eps, const T* w, T* y, int M, int N, int K,
                        cudaStream_t stream) {
-  launch<T, true>(x, w, StoreRows<T>{y, N}, M, K, eps, stream);
+  launch<T, true>(x, w, StoreRows<T>{{}, y, N}, M, K, eps, stream);
 }
 
 template <typename T>
 void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const T* w,
                              const T* bias, T* y, int M, int inter, int K, cudaStream_t stream) {
   detail::with_activation(kind, [&](auto a) {
-    launch<T, true>(x, w, GatedActivation<T, decltype(a)::value>{y, bias, inter}, M, K, eps,
+    launch<T, true>(x, w, GatedActivation<T, decltype(a)::value>{{}, y, bias, inter}, M, K, eps,
                     stream);
   });
 }
@@ -528,7 +566,7 @@ void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const T
 template <typename T>
 void skinny_linear_add(const T* x, const T* w, const T* bias, T* residual, int M, int N, int K,
                        cudaStream_t stream) {
-  launch<T, false>(x, w, AddToResidual<T>{residual, bias, N}, M, K, 0.0f, stream);
+  launch<T, false>(x, w, AddToResidual<T>{{}, residual, bias, N}, M, K, 0.0f, stream);
 }
 
 bool rope_epilogue_supported(int rotary_dim, int head_dim) {

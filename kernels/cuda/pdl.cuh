@@ -20,17 +20,20 @@
 // slower (5.51 / 5.73 ms with the GEMV alone): not done. The MHA decode attention
 // (decode_warp_kernel) also starts early: it reads the step's metadata and gathers the K/V of
 // positions before this step's (written by earlier steps) before waiting.
-// Between projections the GEMV does not call allow_dependents(): letting the next kernel's blocks
-// in while it streams made a batch-1 step 11-17% slower and batch 8 17-21% slower (H100,
-// 2026-11-22, two GEMV blocks an SM); with one GEMV block an SM, where the next kernel's blocks fit
-// beside it, batch 1 took 6.42-6.44 ms against 5.49-5.51 and batch 8 8.40-8.43 against 6.66-6.72
-// (bench/RESULTS.md). Its dependents launch as its blocks exit. The qkv projection with the
-// rope + K/V epilogue is the exception: it calls it after its wait, and its dependent, the decode
-// attention, gathers older K/V while the qkv weights stream (batch 1 5.19-5.22 ms against
-// 5.25-5.27). The MHA decode attention does not call it: with the output projection let in after
-// its wait, a batch-1 step took 5.49-5.51 ms against 5.27-5.31 without (batch 8: 6.67-6.72
-// against 6.62-6.66; one GEMV block an SM).
-//
+// Who lets its dependent in (calls allow_dependents() after its wait), measured in the same step
+// (bench/RESULTS.md):
+// - The decode GEMV, after its first tile. Its 128 KB weight ring leaves no room for a second
+//   GEMV block on an SM, so the next projection's blocks take each SM as this one's block leaves
+//   and start streaming there, filling the tail: batch 1 4.91-4.92 ms against 5.09-5.10, batch 8
+//   6.01-6.02 against 6.16-6.17 (2026-11-22). With the earlier register-held GEMV, whose blocks
+//   fit two to an SM, the next projection's blocks moved in beside the running ones and the step
+//   was 17% slower (6.42-6.44 against 5.49-5.51 ms); only the qkv projection let its dependent,
+//   the attention, in.
+// - Not the MHA decode attention: with the output projection let in after its wait, a batch-1
+//   step took 5.49-5.51 ms against 5.27-5.31 (its blocks fit beside the attention's, and their
+//   loads queue in front of the attention's). Warming the output projection's weights into L2
+//   from the attention (cp.async.bulk.prefetch.L2 once its own loads were out) was slower too:
+//   5.16-5.18 against 5.09-5.12 ms. Extra traffic while the attention runs lengthens the step.
 // What a kernel may read before its wait follows from this: every kernel calls allow_dependents()
 // only after its own wait (or not at all), so when a kernel's blocks start, the kernel two places
 // before it in the stream, and every earlier one, has completed. Data last written by those may
