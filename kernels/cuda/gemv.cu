@@ -79,9 +79,9 @@ namespace {
 constexpr int kTileRows = 16;           // weight rows per tile: the mma's M
 constexpr int kWarps = LMX_GEMV_WARPS;  // warps a block, splitting K of one tile
 constexpr int kThreads = kWarps * 32;
-constexpr int kSteps = LMX_GEMV_STEPS;           // k-steps an iteration: 2 x 16 B copies each
+constexpr int kSteps = LMX_GEMV_STEPS;    // k-steps an iteration: 2 x 16 B copies each
 constexpr int kStages = LMX_GEMV_STAGES;  // iterations in a lane's ring (kStages - 1 in flight)
-constexpr int kStride = kWarps * 4;              // chunks from one of a warp's k-steps to its next
+constexpr int kStride = kWarps * 4;       // chunks from one of a warp's k-steps to its next
 constexpr int kIterChunks = kStride * kSteps;    // chunks a warp covers an iteration
 constexpr int kMinBlocks = LMX_GEMV_MIN_BLOCKS;  // resident blocks per SM (register budget)
 constexpr int kGridBlocksPerSm = LMX_GEMV_GRID_BLOCKS_PER_SM;  // blocks launched per SM (<= that)
@@ -244,8 +244,7 @@ struct GatedActivation : NoExtras {
     const int j = min(tile * 8 + g, inter - 1);
     return make_int2(j, inter + j);
   }
-  __device__ void store(int m, NoRowInfo, NoPrefetch, int tile, int g, float gate,
-                        float up) const {
+  __device__ void store(int m, NoRowInfo, NoPrefetch, int tile, int g, float gate, float up) const {
     const int j = tile * 8 + g;
     if (j >= inter) return;
     if (bias) gate += float(bias[j]), up += float(bias[inter + j]);
@@ -279,7 +278,9 @@ struct RopeKvWrite {
   PagedKvLayout L;
 
   __host__ __device__ int pair_tiles() const { return rotary_dim / 16; }
-  __host__ __device__ int head_tiles() const { return pair_tiles() + (L.head_dim - rotary_dim) / 16; }
+  __host__ __device__ int head_tiles() const {
+    return pair_tiles() + (L.head_dim - rotary_dim) / 16;
+  }
   __host__ __device__ int qk_tiles() const { return (heads + L.kv_heads) * head_tiles(); }
   __host__ __device__ int tiles() const { return qk_tiles() + L.kv_heads * L.head_dim / 16; }
   // Where a tile's two results go and how they rotate: computed before the weight stream.
@@ -356,8 +357,16 @@ struct WeightRing {
 
   __device__ WeightRing(const T* w, const Epilogue& epi, uint4* ring, int K, int first, int g,
                         int iters, int block_tiles)
-      : w(w), epi(epi), slots(ring + threadIdx.x), K(K), chunks(K / 8), first(first), g(g),
-        iters(iters), total(block_tiles * iters), tile(blockIdx.x) {}
+      : w(w),
+        epi(epi),
+        slots(ring + threadIdx.x),
+        K(K),
+        chunks(K / 8),
+        first(first),
+        g(g),
+        iters(iters),
+        total(block_tiles * iters),
+        tile(blockIdx.x) {}
 
   __device__ void issue() {
     if (issued < total) {
@@ -505,8 +514,7 @@ int grid_for(int tiles) {
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, skinny_kernel<T, Epilogue, kRmsInput>, kThreads, kRingBytes) !=
-            cudaSuccess) {
+            &per_sm, skinny_kernel<T, Epilogue, kRmsInput>, kThreads, kRingBytes) != cudaSuccess) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
       sms = 132, per_sm = kMinBlocks;
     }
@@ -555,8 +563,8 @@ void skinny_linear_rms(const T* x, float eps, const T* w, T* y, int M, int N, in
 }
 
 template <typename T>
-void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const T* w,
-                             const T* bias, T* y, int M, int inter, int K, cudaStream_t stream) {
+void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const T* w, const T* bias,
+                             T* y, int M, int inter, int K, cudaStream_t stream) {
   detail::with_activation(kind, [&](auto a) {
     launch<T, true>(x, w, GatedActivation<T, decltype(a)::value>{{}, y, bias, inter}, M, K, eps,
                     stream);
@@ -584,17 +592,16 @@ void skinny_linear_rms_rope_kv(const T* x, float eps, const T* w, T* qkv, int qk
   launch<T, true>(x, w, epi, M, K, eps, stream);
 }
 
-#define LMX_INSTANTIATE(T)                                                                        \
-  template void skinny_linear_rms_rope_kv<T>(                                                     \
-      const T*, float, const T*, T*, int, const T*, const int32_t*, const float*, int, int, T*,   \
-      T*, const int32_t*, const int32_t*, int, int, const PagedKvLayout&, cudaStream_t);          \
-  template void skinny_linear<T>(const T*, const T*, T*, int, int, int, cudaStream_t);            \
+#define LMX_INSTANTIATE(T)                                                                         \
+  template void skinny_linear_rms_rope_kv<T>(                                                      \
+      const T*, float, const T*, T*, int, const T*, const int32_t*, const float*, int, int, T*,    \
+      T*, const int32_t*, const int32_t*, int, int, const PagedKvLayout&, cudaStream_t);           \
+  template void skinny_linear<T>(const T*, const T*, T*, int, int, int, cudaStream_t);             \
   template void skinny_linear_f32_out<T>(const T*, const T*, float*, int, int, int, cudaStream_t); \
-  template void skinny_linear_rms<T>(const T*, float, const T*, T*, int, int, int, cudaStream_t); \
-  template void skinny_linear_rms_gated<T>(ActivationKind, const T*, float, const T*, const T*,   \
-                                           T*, int, int, int, cudaStream_t);                      \
-  template void skinny_linear_add<T>(const T*, const T*, const T*, T*, int, int, int,             \
-                                     cudaStream_t);
+  template void skinny_linear_rms<T>(const T*, float, const T*, T*, int, int, int, cudaStream_t);  \
+  template void skinny_linear_rms_gated<T>(ActivationKind, const T*, float, const T*, const T*,    \
+                                           T*, int, int, int, cudaStream_t);                       \
+  template void skinny_linear_add<T>(const T*, const T*, const T*, T*, int, int, int, cudaStream_t);
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)
 #undef LMX_INSTANTIATE
