@@ -20,6 +20,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
+#include "kernels/cuda/mma.cuh"
 
 namespace lmx::kernels::cuda {
 namespace {
@@ -27,7 +28,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kBN = 64;  // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
-
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -41,39 +41,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(s));
 }
-
-template <typename T>
-struct Mma;
-template <>
-struct Mma<__half> {
-  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-};
-template <>
-struct Mma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-};
 
 // MT: 16-row m-tiles per warp (query rows per CTA = 64 * MT). MT = 2 halves the shared-memory
 // reads of K and V per FLOP (each fragment feeds two mmas) but needs ~255 registers, so its Q
@@ -232,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
             b, kb + (np * 16 + (lane / 16) * 8 + lane % 8) * kRow + kk * 16 + ((lane / 8) % 2) * 8);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          Mma<T>::run(s[mt][2 * np], qk[mt], b[0], b[1]);
-          Mma<T>::run(s[mt][2 * np + 1], qk[mt], b[2], b[3]);
+          mma_m16n8k16<T>(s[mt][2 * np], qk[mt], b[0], b[1]);
+          mma_m16n8k16<T>(s[mt][2 * np + 1], qk[mt], b[2], b[3]);
         }
       }
     }
@@ -288,10 +255,10 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
       // P as A fragments: two n8 accumulator tiles = one k16 A tile.
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk) {
-        pa[mt][kk][0] = Mma<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pa[mt][kk][1] = Mma<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pa[mt][kk][2] = Mma<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pa[mt][kk][3] = Mma<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        pa[mt][kk][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][kk][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][kk][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][kk][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }
     }
 
@@ -305,8 +272,8 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
             b, vb + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kRow + dp * 16 + (lane / 16) * 8);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          Mma<T>::run(o[mt][2 * dp], pa[mt][kk], b[0], b[1]);
-          Mma<T>::run(o[mt][2 * dp + 1], pa[mt][kk], b[2], b[3]);
+          mma_m16n8k16<T>(o[mt][2 * dp], pa[mt][kk], b[0], b[1]);
+          mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt][kk], b[2], b[3]);
         }
       }
     }
@@ -330,10 +297,10 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
       const int d = h * D + dn * 8 + (lane % 4) * 2;
       if (r0 < rows)
         *reinterpret_cast<uint32_t*>(out + size_t(q0 + r0) * ld + d) =
-            Mma<T>::pack(o[mt][dn][0] * inv[0], o[mt][dn][1] * inv[0]);
+            pack2<T>(o[mt][dn][0] * inv[0], o[mt][dn][1] * inv[0]);
       if (r1 < rows)
         *reinterpret_cast<uint32_t*>(out + size_t(q0 + r1) * ld + d) =
-            Mma<T>::pack(o[mt][dn][2] * inv[1], o[mt][dn][3] * inv[1]);
+            pack2<T>(o[mt][dn][2] * inv[1], o[mt][dn][3] * inv[1]);
     }
   }
 }
@@ -384,8 +351,8 @@ void paged_attention_prefill(const T* q, int q_stride, const T* k_cache, const T
   if (num_seqs <= 0 || max_q_len <= 0 || heads <= 0) return;
   dispatch_head_dim(layout.head_dim, "paged_attention_prefill", [&](auto dim) {
     launch<T, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                                    token_pos, cu_q, num_seqs, max_q_len, out, heads, scale,
-                                    window, layout, stream);
+                                    token_pos, cu_q, num_seqs, max_q_len, out, heads, scale, window,
+                                    layout, stream);
   });
 }
 

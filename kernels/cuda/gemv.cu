@@ -45,6 +45,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/rotary.cuh"
@@ -118,36 +119,17 @@ __device__ __forceinline__ void copy_weights(uint4* slot, const uint4* p, bool p
                "r"(pred ? 16 : 0));
 }
 
-// d = A · B for one m16n8k16 (fp32 out, zero accumulator in). Fragments (PTX ISA, per lane,
-// g = lane / 4, t = lane % 4): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..],
-// a3 = A[g+8][2t+8..]; b0 = B[2t..2t+1][g], b1 = B[2t+8..][g]; d = D[g][2t..2t+1],
-// D[g+8][2t..2t+1].
-template <typename T>
-__device__ __forceinline__ void mma_16x8x16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                            uint32_t a3, uint32_t b0, uint32_t b1) {
-  const float z = 0.0f;
-  if constexpr (std::is_same_v<T, __half>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(z));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(z));
-  }
-}
-
 // acc += the 16 x 8 product of one k-step (32 k): w_lo / w_hi are this lane's 8 k of weight rows
-// g and g + 8, xv the same 8 k of x row g. The first 4 k of each go to one mma, the last 4 to
-// the other (k-slots 2t, 2t+1 <- elements 0, 1; 2t+8, 2t+9 <- elements 2, 3).
+// g and g + 8 (A rows g, g + 8), xv the same 8 k of x row g (B column g). The first 4 k of each
+// go to one mma, the last 4 to the other (k-slots 2t, 2t+1 <- elements 0, 1; 2t+8, 2t+9 <-
+// elements 2, 3). Each mma starts from zero (independent of the last), then adds to acc.
 template <typename T>
 __device__ __forceinline__ void mma_step(float (&acc)[4], const uint4& w_lo, const uint4& w_hi,
                                          const uint4& xv) {
-  float d0[4], d1[4];
-  mma_16x8x16<T>(d0, w_lo.x, w_hi.x, w_lo.y, w_hi.y, xv.x, xv.y);
-  mma_16x8x16<T>(d1, w_lo.z, w_hi.z, w_lo.w, w_hi.w, xv.z, xv.w);
+  float d0[4] = {}, d1[4] = {};
+  const uint32_t a0[4] = {w_lo.x, w_hi.x, w_lo.y, w_hi.y}, a1[4] = {w_lo.z, w_hi.z, w_lo.w, w_hi.w};
+  mma_m16n8k16<T>(d0, a0, xv.x, xv.y);
+  mma_m16n8k16<T>(d1, a1, xv.z, xv.w);
 #pragma unroll
   for (int i = 0; i < 4; ++i) acc[i] += d0[i] + d1[i];
 }
