@@ -1,6 +1,6 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,4096]
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--graphs] [--generic] [--cublas-gemv]
-//           [--unfused-decode]
+//           [--unfused-decode] [--untuned-gemm]
 //           [--profile] [--json]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length, the decode time per step per batch size, the bandwidth a
@@ -95,7 +95,7 @@ int run_bench(int argc, char** argv) {
   const Args args(argc, argv,
                   {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context", "--steps"},
                   {"--json", "--verbose", "--graphs", "--generic", "--cublas-gemv", "--unfused-decode",
-                   "--profile"});
+                   "--untuned-gemm", "--profile"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
   const auto prefills = Args::parse_int_list("--prefill", args.get("--prefill").value_or("512,4096"));
@@ -113,6 +113,7 @@ int run_bench(int argc, char** argv) {
   o.fused = !args.has("--generic");
   o.skinny_gemv = !args.has("--cublas-gemv");  // decode projections through cuBLAS
   o.fuse_decode_projections = !args.has("--unfused-decode");  // norms, adds, activation apart
+  o.tune_gemms = !args.has("--untuned-gemm");  // cuBLAS's default algorithm for every GEMM
   o.profile = args.has("--profile");
   if (o.profile && o.cuda_graphs) throw_error("--profile times eager steps: leave out --graphs");
   const int bs = o.kv_block_size;

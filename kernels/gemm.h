@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
@@ -31,10 +32,14 @@ class GemmContext {
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
+  struct Tuned;  // the shapes tune_linear gave a cuBLASLt algorithm (kernels/cuda/gemm.cu)
+  Tuned& tuned() const { return *tuned_; }
+
  private:
   void* handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  std::unique_ptr<Tuned> tuned_;
 };
 
 template <typename T>
@@ -44,6 +49,23 @@ void linear(GemmContext& ctx, const T* x, const T* w, T* y, int M, int N, int K,
 template <typename T>
 void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, int N, int K,
                     cudaStream_t stream);
+
+// Picks the algorithm linear (Out = T) or linear_f32_out (Out = float) uses for one shape: times
+// cuBLAS's default against the algorithms cuBLASLt's heuristic proposes, on `stream`, and keeps
+// the fastest for every later call of that shape (M, N, K, T, Out), when it beats the default by
+// more than `min_gain` (a fraction; the timing's noise is about 1%). Skinny shapes are where the
+// default leaves bandwidth unused (H100, Llama-2-7B, M = 32: 4-7% on the qkv projection and the
+// LM head). `weights` are `count` matrices of the shape (e.g. every layer's): the timing rotates
+// over them so that it reads HBM as a step does, not L2. x and y are scratch of M x K and M x N
+// (overwritten). Synchronizes the stream: call it outside graph capture.
+struct LinearTuning {
+  double default_us = 0, best_us = 0;  // a call: cuBLAS's default, the algorithm kept
+  int candidates = 0;                   // cuBLASLt algorithms timed
+  bool lt = false;                      // a cuBLASLt algorithm was kept (else the default)
+};
+template <typename T, typename Out>
+LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, const T* x, Out* y,
+                         int M, int N, int K, cudaStream_t stream, double min_gain = 0.01);
 
 // Decode-shaped linear (M <= kSkinnyMaxRows rows; T = __half or __nv_bfloat16; K % 8 == 0,
 // 16-byte aligned x and w; any N): a weight-streaming kernel that keeps the memory system busy

@@ -1,43 +1,104 @@
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "kernels/gemm.h"
 
 namespace lmx::kernels::cuda {
+
+// The cuBLASLt plans tune_linear kept, by shape: descriptors made once, reused by every call.
+struct GemmContext::Tuned {
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::tuple<int, int, int, int, int>;  // M, N, K, input type, output type
+  cublasLtHandle_t lt = nullptr;
+  std::map<Key, Plan> plans;
+
+  static void destroy(Plan& p) {
+    if (p.op) cublasLtMatmulDescDestroy(p.op);
+    if (p.w) cublasLtMatrixLayoutDestroy(p.w);
+    if (p.x) cublasLtMatrixLayoutDestroy(p.x);
+    if (p.y) cublasLtMatrixLayoutDestroy(p.y);
+    p = Plan{};
+  }
+  ~Tuned() {
+    for (auto& [key, plan] : plans) destroy(plan);
+    if (lt) cublasLtDestroy(lt);
+  }
+  const Plan* find(const Key& key) const {
+    const auto it = plans.find(key);
+    return it == plans.end() ? nullptr : &it->second;
+  }
+};
+
 namespace {
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuBLAS ") + what + " failed: " + cublasGetStatusString(s));
+    throw std::runtime_error(std::string("cuBLAS ") + what +
+                             " failed: " + cublasGetStatusString(s));
 }
 
-template <typename T> constexpr cudaDataType_t cuda_type();
-template <> constexpr cudaDataType_t cuda_type<float>() { return CUDA_R_32F; }
-template <> constexpr cudaDataType_t cuda_type<__half>() { return CUDA_R_16F; }
-template <> constexpr cudaDataType_t cuda_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <typename T>
+constexpr cudaDataType_t cuda_type();
+template <>
+constexpr cudaDataType_t cuda_type<float>() {
+  return CUDA_R_32F;
+}
+template <>
+constexpr cudaDataType_t cuda_type<__half>() {
+  return CUDA_R_16F;
+}
+template <>
+constexpr cudaDataType_t cuda_type<__nv_bfloat16>() {
+  return CUDA_R_16BF;
+}
 
 // Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T[N,M] = w^T... : C(N x M) = op_T(W) * X.
+// A tuned shape runs its cuBLASLt plan; the others cuBLAS's default algorithm.
 template <typename T>
 void gemm(GemmContext& ctx, const T* x, const T* w, void* y, cudaDataType_t y_type, int M, int N,
           int K, cudaStream_t stream) {
   if (M == 0 || N == 0) return;
+  const float alpha = 1.0f, beta = 0.0f;
+  const GemmContext::Tuned& tuned = ctx.tuned();
+  // The heuristic proposed algorithms for 256-byte aligned operands (its default assumption).
+  const bool aligned = ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) |
+                         reinterpret_cast<uintptr_t>(y)) &
+                        255u) == 0;
+  const auto* p = aligned ? tuned.find({M, N, K, int(cuda_type<T>()), int(y_type)}) : nullptr;
+  if (p) {
+    check(cublasLtMatmul(tuned.lt, p->op, &alpha, w, p->w, x, p->x, &beta, y, p->y, y, p->y,
+                         &p->algo, ctx.workspace(), ctx.workspace_bytes(), stream),
+          "LtMatmul");
+    return;
+  }
   auto handle = static_cast<cublasHandle_t>(ctx.handle());
   check(cublasSetStream(handle, stream), "set stream");
   check(cublasSetWorkspace(handle, ctx.workspace(), ctx.workspace_bytes()), "set workspace");
-  const float alpha = 1.0f, beta = 0.0f;
-  check(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, cuda_type<T>(), K, x,
-                     cuda_type<T>(), K, &beta, y, y_type, N, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT),
-        "GemmEx");
+  check(
+      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, cuda_type<T>(), K, x,
+                   cuda_type<T>(), K, &beta, y, y_type, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "GemmEx");
 }
 
 }  // namespace
 
-GemmContext::GemmContext(size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+GemmContext::GemmContext(size_t workspace_bytes)
+    : workspace_bytes_(workspace_bytes), tuned_(std::make_unique<Tuned>()) {
+  check(cublasLtCreate(&tuned_->lt), "Lt create");
   cublasHandle_t h = nullptr;
   check(cublasCreate(&h), "create");
   handle_ = h;
@@ -66,7 +127,113 @@ void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, i
   gemm<T>(ctx, x, w, y, CUDA_R_32F, M, N, K, stream);
 }
 
-#define LMX_INSTANTIATE(T)                                                                     \
+namespace {
+
+// Mean time of one call of `call(i)` (i: which weights) on `stream`, rotating over `count`
+// weights after a warm-up round, or a negative time when a call failed.
+template <typename Call>
+double time_us(Call&& call, int count, cudaStream_t stream) {
+  const int rounds = std::max(1, 48 / count);  // >= 48 calls (o_proj: ~0.7 ms)
+  for (int i = 0; i < count; ++i)
+    if (!call(i)) return -1.0;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
+    throw std::runtime_error("tune_linear: cannot create CUDA events");
+  bool ok = cudaEventRecord(start, stream) == cudaSuccess;
+  for (int r = 0; ok && r < rounds; ++r)
+    for (int i = 0; ok && i < count; ++i) ok = call(i);
+  ok = ok && cudaEventRecord(stop, stream) == cudaSuccess &&
+       cudaEventSynchronize(stop) == cudaSuccess;
+  float ms = 0.0f;
+  ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ok ? 1e3 * ms / (rounds * count) : -1.0;
+}
+
+}  // namespace
+
+template <typename T, typename Out>
+LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, const T* x, Out* y,
+                         int M, int N, int K, cudaStream_t stream, double min_gain) {
+  if (count < 1 || M < 1 || N < 1 || K < 1)
+    throw std::invalid_argument("tune_linear: needs weights and a non-empty shape");
+  constexpr cudaDataType_t in = cuda_type<T>(), out = cuda_type<Out>();
+  GemmContext::Tuned& tuned = ctx.tuned();
+  const GemmContext::Tuned::Key key{M, N, K, int(in), int(out)};
+  if (auto it = tuned.plans.find(key); it != tuned.plans.end()) {  // re-tune from the default
+    GemmContext::Tuned::destroy(it->second);
+    tuned.plans.erase(it);
+  }
+  LinearTuning result;
+  result.default_us = time_us(
+      [&](int i) {
+        gemm<T>(ctx, x, weights[i], y, out, M, N, K, stream);
+        return true;
+      },
+      count, stream);
+  result.best_us = result.default_us;
+
+  // The same product as gemm's: C(N x M) = W^T(N x K) X(K x M), column-major.
+  GemmContext::Tuned::Plan plan;
+  const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
+  const size_t workspace = ctx.workspace_bytes();
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "Lt desc");
+  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                       sizeof transpose),
+        "Lt transa");
+  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof none),
+        "Lt transb");
+  check(cublasLtMatrixLayoutCreate(&plan.w, in, K, N, K), "Lt layout");
+  check(cublasLtMatrixLayoutCreate(&plan.x, in, K, M, K), "Lt layout");
+  check(cublasLtMatrixLayoutCreate(&plan.y, out, N, M, N), "Lt layout");
+  check(cublasLtMatmulPreferenceCreate(&pref), "Lt preference");
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace, sizeof workspace),
+        "Lt preference");
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t found[kCandidates];
+  int n = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(tuned.lt, plan.op, plan.w, plan.x, plan.y, plan.y, pref,
+                                     kCandidates, found, &n) != CUBLAS_STATUS_SUCCESS)
+    n = 0;
+  cublasLtMatmulPreferenceDestroy(pref);
+  const float alpha = 1.0f, beta = 0.0f;
+  int best = -1;
+  for (int c = 0; c < n; ++c) {
+    const double us = time_us(
+        [&](int i) {
+          return cublasLtMatmul(tuned.lt, plan.op, &alpha, weights[i], plan.w, x, plan.x, &beta, y,
+                                plan.y, y, plan.y, &found[c].algo, ctx.workspace(), workspace,
+                                stream) == CUBLAS_STATUS_SUCCESS;
+        },
+        count, stream);
+    ++result.candidates;
+    if (us > 0 && us < (best < 0 ? (1.0 - min_gain) * result.default_us : result.best_us))
+      result.best_us = us, best = c;
+  }
+  if (best < 0) {
+    GemmContext::Tuned::destroy(plan);
+    return result;
+  }
+  plan.algo = found[best].algo;
+  tuned.plans.emplace(key, plan);
+  result.lt = true;
+  return result;
+}
+
+#define LMX_INSTANTIATE_TUNE(T, Out)                                                            \
+  template LinearTuning tune_linear<T, Out>(GemmContext&, const T* const*, int, const T*, Out*, \
+                                            int, int, int, cudaStream_t, double);
+LMX_INSTANTIATE_TUNE(float, float)
+LMX_INSTANTIATE_TUNE(__half, __half)
+LMX_INSTANTIATE_TUNE(__half, float)
+LMX_INSTANTIATE_TUNE(__nv_bfloat16, __nv_bfloat16)
+LMX_INSTANTIATE_TUNE(__nv_bfloat16, float)
+#undef LMX_INSTANTIATE_TUNE
+
+#define LMX_INSTANTIATE(T)                                                                    \
   template void linear<T>(GemmContext&, const T*, const T*, T*, int, int, int, cudaStream_t); \
   template void linear_f32_out<T>(GemmContext&, const T*, const T*, float*, int, int, int,    \
                                   cudaStream_t);

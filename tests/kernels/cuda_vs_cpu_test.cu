@@ -125,6 +125,36 @@ TYPED_TEST(LinearCuda, MatchesCpuReference) {
   }
 }
 
+// Tuned shapes: whatever tune_linear keeps, and a cuBLASLt plan forced (min_gain < 0), still match
+// the CPU. One matrix stands for the layers (count 1).
+TYPED_TEST(LinearCuda, TunedShapesMatchCpuReference) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  for (const double min_gain : {0.01, -1.0}) {
+    kernels::cuda::GemmContext ctx;
+    for (auto shape : {std::tuple{32, 4096, 4096}, {16, 129, 4104}, {83, 1000, 512}}) {
+      const int M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
+      check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
+        const kernels::cuda::LinearTuning t =
+            kernels::cuda::tune_linear<T>(ctx, &w, 1, x, y, M, N, K, nullptr, min_gain);
+        const kernels::cuda::LinearTuning t32 =
+            kernels::cuda::tune_linear<T>(ctx, &w, 1, x, y32, M, N, K, nullptr, min_gain);
+        EXPECT_GT(t.default_us, 0.0);
+        EXPECT_GT(t.best_us, 0.0);
+        if (min_gain >= 0) {  // kept only when faster
+          EXPECT_LE(t.best_us, t.default_us);
+          EXPECT_EQ(t.lt, t.best_us < t.default_us);
+        } else {  // forced: cuBLASLt proposes algorithms for every one of these shapes
+          EXPECT_GT(t.candidates, 0);
+          EXPECT_TRUE(t.lt && t32.lt) << M << "x" << N << "x" << K;
+        }
+        kernels::cuda::linear<T>(ctx, x, w, y, M, N, K, nullptr);
+        kernels::cuda::linear_f32_out<T>(ctx, x, w, y32, M, N, K, nullptr);
+      });
+    }
+  }
+}
+
 // The skinny (decode) linear for every row count it takes, odd N and K. The kernel works in
 // tiles of 16 rows and k-steps of 32 (4 chunks of 8), 8 warps a block splitting the steps, 8
 // steps a warp iteration: N = 1, 7 (part of one tile), 33, 67, 129, 1000 (a ragged last tile),
@@ -140,8 +170,14 @@ TYPED_TEST(SkinnyLinearCuda, MatchesCpuReference) {
   LMX_REQUIRE_GPU();
   using T = TypeParam;
   for (int M = 1; M <= kernels::cuda::kSkinnyMaxRows; ++M)
-    for (auto shape : {std::pair{1, 8}, {7, 40}, {33, 4104}, {67, 64}, {1000, 11008},
-                       {4096, 4104}, {129, 11008}, {32000, 512}}) {
+    for (auto shape : {std::pair{1, 8},
+                       {7, 40},
+                       {33, 4104},
+                       {67, 64},
+                       {1000, 11008},
+                       {4096, 4104},
+                       {129, 11008},
+                       {32000, 512}}) {
       const int N = shape.first, K = shape.second;
       ASSERT_TRUE(kernels::cuda::skinny_supported(M, K));
       check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {

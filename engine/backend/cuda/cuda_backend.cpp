@@ -272,6 +272,7 @@ class CudaBackend final : public Backend {
     }
     if (!warmed_.count(key)) {
       warmed_.insert(key);
+      tune_projections(m.tokens);
       run_step(m);
       return;
     }
@@ -294,6 +295,34 @@ class CudaBackend final : public Backend {
     graphs_.emplace(key, exec);
     spdlog::info("captured a decode graph for batch {} / context {}", key.first, key.second);
     LMX_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+  }
+
+  // Once per decode batch size: each projection that runs through cuBLAS at `rows` rows gets the
+  // fastest algorithm tune_linear finds, timed over every layer's weights (the step's scratch
+  // buffers serve as x and y; nothing of a step is in them yet).
+  void tune_projections(int rows) {
+    if (!opts_.tune_gemms || !tuned_rows_.insert(rows).second) return;
+    const int H = desc_.hidden_size, Q = desc_.q_size(), I = desc_.intermediate_size;
+    const int up = desc_.mlp == MlpKind::Gated ? 2 * I : I;
+    auto every_layer = [&](DeviceBuffer<T> DeviceLayer<T>::*matrix) {
+      std::vector<const T*> v;
+      for (const DeviceLayer<T>& L : w_.layers) v.push_back((L.*matrix).get());
+      return v;
+    };
+    auto tune = [&](const char* name, const std::vector<const T*>& weights, const T* x, auto* y,
+                    int N, int K) {
+      if (skinny(rows, K)) return;
+      const k::LinearTuning t = k::tune_linear<T>(gemm_, weights.data(), int(weights.size()), x,
+                                                  y, rows, N, K, stream_);
+      spdlog::info("{} rows, {} ({} x {}): cuBLAS default {:.1f} us, kept {} {:.1f} us ({} tried)",
+                   rows, name, N, K, t.default_us, t.lt ? "cuBLASLt" : "the default", t.best_us,
+                   t.candidates);
+    };
+    tune("qkv", every_layer(&DeviceLayer<T>::qkv_w), h_.get(), qkv_.get(), desc_.qkv_size(), H);
+    tune("o", every_layer(&DeviceLayer<T>::o_w), attn_.get(), delta_.get(), H, Q);
+    tune("up", every_layer(&DeviceLayer<T>::up_w), h_.get(), up_.get(), up, H);
+    tune("down", every_layer(&DeviceLayer<T>::down_w), act_.get(), delta_.get(), H, I);
+    tune("lm_head", {w_.head()}, gathered_.get(), logits_.get(), desc_.vocab_size, H);
   }
 
   // residual += delta (when given); out = norm(residual)
@@ -585,6 +614,7 @@ class CudaBackend final : public Backend {
   int32_t null_block_ = 0;  // KV block that graph padding rows read and write
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
   std::set<std::pair<int, int>> warmed_;
+  std::set<int> tuned_rows_;  // decode batch sizes tune_projections has seen
   bool capturing_ = false;
   std::vector<cudaEvent_t> events_;         // profiling
   std::vector<std::string> marks_;
