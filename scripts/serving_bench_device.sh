@@ -151,12 +151,11 @@ for n, r in rows:
           r["output_tokens_per_s"], r["requests_per_s"], r["ttft_ms"]["p50"] or 0, r["ttft_ms"]["p99"] or 0,
           r["tpot_ms"]["p50"] or 0, r["tpot_ms"]["p99"] or 0))
 d = dict(rows)
-if "http_a" in d and "engine_c" in d:
-    h, e = d["http_a"]["output_tokens_per_s"], d["engine_c"]["output_tokens_per_s"]
-    print("HTTP overhead vs engine API at 128 concurrent: %.1f%% of throughput" % (100 * (1 - h / e)))
-if "http_b" in d and "engine_d" in d:
-    h, e = d["http_b"]["output_tokens_per_s"], d["engine_d"]["output_tokens_per_s"]
-    print("HTTP overhead vs engine API at 16 concurrent: %.1f%% of throughput" % (100 * (1 - h / e)))
+for http, engine in (("http_a", "engine_c"), ("http_b", "engine_d")):
+    if http in d and engine in d:
+        h, e = d[http]["output_tokens_per_s"], d[engine]["output_tokens_per_s"]
+        print("HTTP overhead vs engine API at %d concurrent: %.1f%% of throughput"
+              % (d[http]["workload"]["concurrency"], 100 * (1 - h / e)))
 EOF
 # The device returns few files: JSON results and the summary stay, the logs go into one tarball.
 (cd "$out" && mkdir -p logs && for f in *; do

@@ -33,6 +33,7 @@
 #include "properties/engine_capabilities.h"
 #include "properties/env_source.h"
 #include "properties/serving_config.h"
+#include "prompt_words.h"  // generated from prompt_words.txt (CMakeLists.txt)
 
 namespace {
 
@@ -92,29 +93,31 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// The words of load_generator.py (one Llama-2 token each after a space).
-constexpr std::string_view kWords =
-    "the of and to in is that for it as with was on be at by this had not are but from or have "
-    "an they which one you were all we her she there would their will when who him been has more "
-    "if no out do so can what up said about other into than its time only could new them man "
-    "some these then two first may any like now my such make over our even most me after also "
-    "made many did must before back see through way where get much go well your know should down "
-    "work year because come people just say each those take day good how long own too little use "
-    "very great still men here life both between old under last never place same another think "
-    "house while high right might came off find since used give against three himself look few "
-    "general hand school part small home during number again around thought went without however "
-    "does got public point end become head once course fact upon need system set every war put "
-    "form water took";
+// The words of prompt_words.txt (one Llama-2 token each after a space), as load_generator.py
+// reads them: lines starting with '#' skipped, words separated by white space.
+std::vector<std::string_view> prompt_words() {
+  std::vector<std::string_view> words;
+  std::string_view rest = kPromptWordsFile;
+  while (!rest.empty()) {
+    const size_t end = std::min(rest.find('\n'), rest.size());
+    std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+    if (line.starts_with('#')) continue;
+    while (!line.empty()) {
+      const size_t start = line.find_first_not_of(" \t\r");
+      if (start == std::string_view::npos) break;
+      line.remove_prefix(start);
+      const size_t stop = std::min(line.find_first_of(" \t\r"), line.size());
+      words.push_back(line.substr(0, stop));
+      line.remove_prefix(stop);
+    }
+  }
+  return words;
+}
 
 // Exactly `n` ids: the tokenizer's encoding of random words (with BOS), cut or extended.
 std::vector<int32_t> make_prompt(const lmx::Tokenizer& tok, int n, uint64_t seed) {
-  std::vector<std::string_view> words;
-  for (size_t p = 0; p < kWords.size();) {
-    size_t q = kWords.find(' ', p);
-    if (q == std::string_view::npos) q = kWords.size();
-    words.push_back(kWords.substr(p, q - p));
-    p = q + 1;
-  }
+  static const std::vector<std::string_view> words = prompt_words();
   std::mt19937_64 rng(seed);
   std::vector<int32_t> ids;
   while (static_cast<int>(ids.size()) < n) {

@@ -21,27 +21,20 @@ import argparse
 import http.client
 import json
 import multiprocessing as mp
+import pathlib
 import random
 import sys
 import threading
 import time
 import urllib.parse
 
-# Common English words that the Llama-2 (SentencePiece) tokenizer encodes as one token each after
-# a space; prompts are random sequences of them (each prompt different: no shared prefix).
-WORDS = (
-    "the of and to in is that for it as with was on be at by this had not are but from or have "
-    "an they which one you were all we her she there would their will when who him been has more "
-    "if no out do so can what up said about other into than its time only could new them man "
-    "some these then two first may any like now my such make over our even most me after also "
-    "made many did must before back see through way where get much go well your know should down "
-    "work year because come people just say each those take day good how long own too little use "
-    "very great still men here life both between old under last never place same another think "
-    "house while high right might came off find since used give against three himself look few "
-    "general hand school part small home during number again around thought went without however "
-    "does got public point end become head once course fact upon need system set every war put "
-    "form water took"
-).split()
+# Prompts are random sequences of the words in prompt_words.txt (one Llama-2 token each).
+WORDS = [
+    w
+    for line in (pathlib.Path(__file__).with_name("prompt_words.txt")).read_text().splitlines()
+    if not line.startswith("#")
+    for w in line.split()
+]
 
 
 def make_prompt(n_words, seed):
