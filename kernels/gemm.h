@@ -54,8 +54,8 @@ void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, i
 // cuBLAS's default against the algorithms cuBLASLt's heuristic proposes, on `stream`, and keeps
 // the fastest for every later call of that shape (M, N, K, T, Out), when it beats the default by
 // more than `min_gain` (a fraction; the timing's noise is about 1%). Skinny shapes are where the
-// default leaves bandwidth unused (H100, Llama-2-7B, M = 32: 4-7% on the qkv projection and the
-// LM head). `weights` are `count` matrices of the shape (e.g. every layer's): the timing rotates
+// default leaves bandwidth unused (H100, Llama-2-7B, M = 32: 6% on the qkv projection, 5% on the
+// LM head; bench/RESULTS.md). `weights` are `count` matrices of the shape (e.g. every layer's): the timing rotates
 // over them so that it reads HBM as a step does, not L2. x and y are scratch of M x K and M x N
 // (overwritten). Synchronizes the stream: call it outside graph capture.
 struct LinearTuning {

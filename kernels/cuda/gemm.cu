@@ -41,6 +41,13 @@ struct GemmContext::Tuned {
     const auto it = plans.find(key);
     return it == plans.end() ? nullptr : &it->second;
   }
+  // y = x · w^T through `plan`'s descriptors with `algo` (gemm's product, see there).
+  cublasStatus_t run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const void* x,
+                     const void* w, void* y, const GemmContext& ctx, cudaStream_t stream) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(lt, plan.op, &alpha, w, plan.w, x, plan.x, &beta, y, plan.y, y, plan.y,
+                          &algo, ctx.workspace(), ctx.workspace_bytes(), stream);
+  }
 };
 
 namespace {
@@ -72,7 +79,6 @@ template <typename T>
 void gemm(GemmContext& ctx, const T* x, const T* w, void* y, cudaDataType_t y_type, int M, int N,
           int K, cudaStream_t stream) {
   if (M == 0 || N == 0) return;
-  const float alpha = 1.0f, beta = 0.0f;
   const GemmContext::Tuned& tuned = ctx.tuned();
   // The heuristic proposed algorithms for 256-byte aligned operands (its default assumption).
   const bool aligned = ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) |
@@ -80,11 +86,10 @@ void gemm(GemmContext& ctx, const T* x, const T* w, void* y, cudaDataType_t y_ty
                         255u) == 0;
   const auto* p = aligned ? tuned.find({M, N, K, int(cuda_type<T>()), int(y_type)}) : nullptr;
   if (p) {
-    check(cublasLtMatmul(tuned.lt, p->op, &alpha, w, p->w, x, p->x, &beta, y, p->y, y, p->y,
-                         &p->algo, ctx.workspace(), ctx.workspace_bytes(), stream),
-          "LtMatmul");
+    check(tuned.run(*p, p->algo, x, w, y, ctx, stream), "LtMatmul");
     return;
   }
+  const float alpha = 1.0f, beta = 0.0f;
   auto handle = static_cast<cublasHandle_t>(ctx.handle());
   check(cublasSetStream(handle, stream), "set stream");
   check(cublasSetWorkspace(handle, ctx.workspace(), ctx.workspace_bytes()), "set workspace");
@@ -199,14 +204,12 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
                                      kCandidates, found, &n) != CUBLAS_STATUS_SUCCESS)
     n = 0;
   cublasLtMatmulPreferenceDestroy(pref);
-  const float alpha = 1.0f, beta = 0.0f;
   int best = -1;
   for (int c = 0; c < n; ++c) {
     const double us = time_us(
         [&](int i) {
-          return cublasLtMatmul(tuned.lt, plan.op, &alpha, weights[i], plan.w, x, plan.x, &beta, y,
-                                plan.y, y, plan.y, &found[c].algo, ctx.workspace(), workspace,
-                                stream) == CUBLAS_STATUS_SUCCESS;
+          return tuned.run(plan, found[c].algo, x, weights[i], y, ctx, stream) ==
+                 CUBLAS_STATUS_SUCCESS;
         },
         count, stream);
     ++result.candidates;

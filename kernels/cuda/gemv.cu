@@ -45,6 +45,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -109,14 +110,6 @@ __device__ __forceinline__ uint4 load_x(const uint4* p, bool pred) {
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p), "r"(int(pred)));
   return v;
-}
-
-// Weights: 16 bytes copied into this lane's shared-memory slot (streamed once: L2 fetches 256-byte
-// blocks, L1 is skipped), or the slot zero-filled without reading when !pred.
-__device__ __forceinline__ void copy_weights(uint4* slot, const uint4* p, bool pred) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(p),
-               "r"(pred ? 16 : 0));
 }
 
 // acc += the 16 x 8 product of one k-step (32 k): w_lo / w_hi are this lane's 8 k of weight rows
@@ -360,18 +353,18 @@ struct WeightRing {
 #pragma unroll
       for (int u = 0; u < kSteps; ++u) {
         const bool in_row = c0 + u * kStride < chunks;
-        copy_weights(stage + (2 * u) * kThreads, lo + u * kStride, in_row);
-        copy_weights(stage + (2 * u + 1) * kThreads, hi + u * kStride, in_row);
+        cp_async16_stream(stage + (2 * u) * kThreads, lo + u * kStride, in_row);
+        cp_async16_stream(stage + (2 * u + 1) * kThreads, hi + u * kStride, in_row);
       }
       if (++it == iters) it = 0, tile += gridDim.x;
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    cp_async_commit();
     ++issued;
   }
 
   // Waits for iteration `n` (every earlier one has been waited for) and loads its weight chunks.
   __device__ void take(int n, uint4 (&lo)[kSteps], uint4 (&hi)[kSteps]) const {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
+    cp_async_wait<kStages - 2>();
     const uint4* stage = slots + (n % kStages) * kStageSlots;
 #pragma unroll
     for (int u = 0; u < kSteps; ++u) {

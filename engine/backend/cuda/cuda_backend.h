@@ -42,8 +42,8 @@ struct CudaBackendOptions {
   bool fuse_decode_projections = true;
   // Before a decode batch size's first graph, time cuBLASLt's proposed algorithms for each
   // projection that runs through cuBLAS at that many rows (kernels/gemm.h, tune_linear) and keep
-  // the fastest (H100, Llama-2-7B, 32 rows: the qkv projection 41.6 -> 38.7 us). Off: cuBLAS's
-  // default algorithm everywhere.
+  // the fastest (H100, Llama-2-7B, 32 rows: the qkv projection 42.3 -> 39.8 us, bench/RESULTS.md).
+  // Off: cuBLAS's default algorithm everywhere.
   bool tune_gemms = true;
   // Time every op class of eager steps with CUDA events (Backend::take_profile); adds a
   // synchronization-free event per op, so keep it off when serving. Graph replays are not split.
