@@ -1,6 +1,6 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,4096]
-//           [--batches 1,8,32,64] [--context 512] [--steps 32] [--graphs] [--generic] [--cublas-gemv]
-//           [--unfused-decode] [--untuned-gemm]
+//           [--batches 1,8,32,64] [--context 512] [--steps 32] [--kv-cache-dtype auto|fp8]
+//           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
 //           [--profile] [--json]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length, the decode time per step per batch size, the bandwidth a
@@ -19,12 +19,42 @@
 #include "engine/core/error.h"
 #include "engine/model/known_shapes.h"
 #include "engine/model/model.h"
+#include "kernels/kv_dtype.h"
 #if LMX_HAVE_CUDA_BACKEND
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/device_info.h"
 #endif
 
 namespace lmx::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32]\n"
+    "                 [--prefill 512,4096] [--batches 1,8,32,64] [--context 512] [--steps 32]\n"
+    "                 [--kv-cache-dtype auto|fp8] [--graphs] [--generic] [--cublas-gemv]\n"
+    "                 [--unfused-decode] [--untuned-gemm] [--profile] [--json] [--verbose]\n"
+    "\n"
+    "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
+    "random weights of a named shape (made in GPU memory) or a model directory.\n"
+    "\n"
+    "  --kv-cache-dtype auto|fp8  KV cache storage: auto = the compute dtype (default), fp8 (or\n"
+    "                             fp8_e4m3) = one byte per value, as option.kv_cache_dtype\n"
+    "  --graphs                   capture decode steps as CUDA graphs\n"
+    "  --generic                  the unfused (auto-TP) path instead of kernel injection\n"
+    "  --cublas-gemv              decode projections through cuBLAS, not the GEMV kernel\n"
+    "  --unfused-decode           norms, adds and activation as separate decode kernels\n"
+    "  --untuned-gemm             cuBLAS's default algorithm for every GEMM\n"
+    "  --profile                  per-op times of eager steps (not with --graphs)\n"
+    "  --json                     JSON instead of the table\n";
+
+// --kv-cache-dtype: the spellings option.kv_cache_dtype takes.
+kernels::KvDtype parse_kv_cache_dtype(const std::string& text) {
+  if (text == "auto") return kernels::KvDtype::model;
+  if (text == "fp8" || text == "fp8_e4m3") return kernels::KvDtype::fp8_e4m3;
+  throw_error("--kv-cache-dtype expects auto, fp8 or fp8_e4m3, got '{}'", text);
+}
+
+}  // namespace
 
 #if LMX_HAVE_CUDA_BACKEND
 namespace {
@@ -93,9 +123,14 @@ double prefill_ms(Backend& b, int n) {
 
 int run_bench(int argc, char** argv) {
   const Args args(argc, argv,
-                  {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context", "--steps"},
-                  {"--json", "--verbose", "--graphs", "--generic", "--cublas-gemv", "--unfused-decode",
-                   "--untuned-gemm", "--profile"});
+                  {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context",
+                   "--steps", "--kv-cache-dtype"},
+                  {"--json", "--verbose", "--graphs", "--generic", "--cublas-gemv",
+                   "--unfused-decode", "--untuned-gemm", "--profile", "--help", "-h"});
+  if (args.has("--help") || args.has("-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
   const auto prefills = Args::parse_int_list("--prefill", args.get("--prefill").value_or("512,4096"));
@@ -107,6 +142,7 @@ int run_bench(int argc, char** argv) {
 
   CudaBackendOptions o;
   o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
+  o.kv_dtype = parse_kv_cache_dtype(args.get("--kv-cache-dtype").value_or("auto"));
   o.max_step_tokens = std::max(max_prefill, max_batch);
   o.max_sequences = max_batch;
   o.cuda_graphs = args.has("--graphs");
@@ -131,6 +167,7 @@ int run_bench(int argc, char** argv) {
   }
   const DecoderDesc& d = backend->desc();
   const size_t elem = o.dtype == CudaDtype::F32 ? 4 : 2;
+  const size_t kv_elem = size_t(kernels::kv_value_bytes(o.kv_dtype, int(elem)));
   double weight_bytes = 0;
   for (const auto& [n, k] : {std::pair{d.qkv_size(), d.hidden_size}, {d.hidden_size, d.q_size()},
                              {(d.mlp == MlpKind::Gated ? 2 : 1) * d.intermediate_size, d.hidden_size},
@@ -142,6 +179,9 @@ int run_bench(int argc, char** argv) {
   out["device"] = cuda_device_name();
   out["shape"] = shape.empty() ? args.require("--model") : shape;
   out["dtype"] = args.get("--dtype").value_or("fp16");
+  out["kv_cache_dtype"] = o.kv_dtype == kernels::KvDtype::fp8_e4m3
+                              ? std::string("fp8_e4m3")
+                              : args.get("--dtype").value_or("fp16");
   out["context"] = context;
   out["cuda_graphs"] = o.cuda_graphs;
   out["path"] = o.fused ? "kernel_injection" : "generic";
@@ -164,7 +204,8 @@ int run_bench(int argc, char** argv) {
     backend->take_profile();
     const double ms = decode_ms_per_step(*backend, b, context, steps, o.max_step_tokens);
     if (o.profile) out["profile"]["decode_" + std::to_string(b)] = backend->take_profile();
-    const double kv_bytes = double(b) * (context + steps / 2) * d.num_layers * 2.0 * d.kv_size() * elem;
+    const double kv_bytes =
+        double(b) * (context + steps / 2) * d.num_layers * 2.0 * d.kv_size() * kv_elem;
     const double gbps = (weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9;
     out["decode"][std::to_string(b)] = {{"ms_per_step", ms}, {"achieved_gbps", gbps},
                                         {"fraction_of_copy_bandwidth", gbps / out["copy_bandwidth_gbps"].get<double>()},
@@ -177,8 +218,9 @@ int run_bench(int argc, char** argv) {
     std::cout << out.dump(1) << "\n";
     return 0;
   }
-  std::printf("%s %s on %s (copy bandwidth %.0f GB/s), %s path, CUDA graphs %s\n",
+  std::printf("%s %s (KV cache %s) on %s (copy bandwidth %.0f GB/s), %s path, CUDA graphs %s\n",
               out["shape"].get<std::string>().c_str(), out["dtype"].get<std::string>().c_str(),
+              out["kv_cache_dtype"].get<std::string>().c_str(),
               out["device"].get<std::string>().c_str(), out["copy_bandwidth_gbps"].get<double>(),
               out["path"].get<std::string>().c_str(), o.cuda_graphs ? "on" : "off");
   for (auto& [n, ms] : out["prefill_ms"].items()) std::printf("prefill %5s tokens: %8.2f ms\n", n.c_str(), ms.get<double>());
@@ -199,7 +241,13 @@ int run_bench(int argc, char** argv) {
   return 0;
 }
 #else
-int run_bench(int, char**) {
+int run_bench(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  (void)parse_kv_cache_dtype;
   throw_error("lmx bench needs the CUDA backend; this build has none (configure with CUDA)");
 }
 #endif

@@ -7,6 +7,9 @@
 //
 // write_kv: stores k, v of each batch token into its slot.
 //   k, v: [tokens, row_stride] with kv_heads * head_dim values starting at column 0.
+//   storage (kernels/kv_dtype.h): model stores the values as they are; fp8_e4m3 stores
+//   round_to_e4m3(x) of each value (the cache stays fp32 and holds exactly what an fp8 cache
+//   would decode to; k and v themselves are not changed).
 // paged_attention: causal attention of each token over positions [lo, token_pos] of its own
 //   sequence, lo = max(0, token_pos - window + 1) when window > 0 (sliding window), else 0.
 //   q: [tokens, q_stride] with heads * head_dim values at column 0; GQA maps query head h to
@@ -17,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kv_dtype.h"
 #include "kernels/stream.h"
 
 namespace lmx::kernels {
@@ -34,7 +38,7 @@ namespace lmx::kernels::cpu {
 
 void write_kv(const float* k, const float* v, int row_stride, float* k_cache, float* v_cache,
               const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
-              int tokens, const PagedKvLayout& layout);
+              int tokens, const PagedKvLayout& layout, KvDtype storage = KvDtype::model);
 
 void paged_attention(const float* q, int q_stride, const float* k_cache, const float* v_cache,
                      const int32_t* block_tables, const int32_t* token_seq,
@@ -45,6 +49,8 @@ void paged_attention(const float* q, int q_stride, const float* k_cache, const f
 
 // ---- CUDA ---------------------------------------------------------------------------------------
 // T = __half or __nv_bfloat16, all pointers in device memory, fp32 scores / softmax / accumulation.
+// C = the caches' element type: T, or KvFp8 (__nv_fp8_e4m3, kernels/cuda/kv_types.cuh: E4M3 values
+// with scale 1, kernels/kv_dtype.h), widened exactly as they are read.
 // Same cache layout and per-token metadata as the CPU reference (int32, device):
 //   block_tables [num_seqs, max_blocks_per_seq], token_seq [tokens], token_pos [tokens].
 // The batch's own K/V must already be in the cache. Launchers only enqueue on `stream`: no
@@ -72,8 +78,8 @@ size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_
 //     smaller one is also correct (the last split takes the rest), only slower. For a captured
 //     graph use the bucket's maximum (e.g. max_model_len).
 //   workspace: device scratch of workspace_bytes (see above), fp32 partials; not read across calls.
-template <typename T>
-void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                             const int32_t* block_tables, const int32_t* token_seq,
                             const int32_t* token_pos, T* out, int tokens, int heads, float scale,
                             int window, const PagedKvLayout& layout, int max_context,
@@ -87,8 +93,8 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
 //   cu_q: [num_seqs + 1] int32, device. max_q_len >= max chunk length (shapes the grid only).
 //   q: [tokens, q_stride], out: [tokens, heads * head_dim]. Decode tokens may be passed as
 //   chunks of length 1 (correct but wasteful: use paged_attention_decode for those).
-template <typename T>
-void paged_attention_prefill(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                              const int32_t* block_tables, const int32_t* token_seq,
                              const int32_t* token_pos, const int32_t* cu_q, int num_seqs,
                              int max_q_len, T* out, int heads, float scale, int window,
@@ -100,8 +106,8 @@ constexpr bool tuned_attention_head_dim(int d) { return d == 64 || d == 80 || d 
 // Generic path for any head_dim <= 256 (e.g. 8, 16, 32, 48) and T = float too: one warp per
 // (token, head), online softmax. Same metadata as the CPU reference; slow but exact in fp32.
 size_t constexpr kGenericAttentionMaxHeadDim = 256;
-template <typename T>
-void paged_attention_generic(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+void paged_attention_generic(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                              const int32_t* block_tables, const int32_t* token_seq,
                              const int32_t* token_pos, T* out, int tokens, int heads, float scale,
                              int window, const PagedKvLayout& layout, cudaStream_t stream);

@@ -112,12 +112,12 @@ void skinny_linear_add(const T* x, const T* w, const T* bias, T* residual, int M
 // q biased and rotated in qkv, k and v biased, k rotated, into the cache) as its epilogue:
 //   qkv-to-be = rms(x) · w^T   (x: [M, K], w: [qkv_stride, K] = [q | k | v] rows)
 // Supported when rope_epilogue_supported(rotary_dim, head_dim); k and v columns of qkv are not
-// written (attention reads them from the cache).
+// written (attention reads them from the cache). C: the cache's element type (T or KvFp8).
 bool rope_epilogue_supported(int rotary_dim, int head_dim);
-template <typename T>
+template <typename T, typename C>
 void skinny_linear_rms_rope_kv(const T* x, float eps, const T* w, T* qkv, int qkv_stride,
                                const T* qkv_bias, const int32_t* token_pos, const float* inv_freq,
-                               int rotary_dim, int heads, T* k_cache, T* v_cache,
+                               int rotary_dim, int heads, C* k_cache, C* v_cache,
                                const int32_t* block_tables, const int32_t* token_seq, int M, int K,
                                const PagedKvLayout& layout, cudaStream_t stream);
 

@@ -14,7 +14,11 @@
 // inv_freq: [rotary_dim / 2] fp32 with scaling folded in; rotary_dim == 0 (or inv_freq null) is the
 //   plain variant for learned positions: bias + KV write only.
 // k_cache, v_cache: [num_blocks, block_size, kv_heads, head_dim] of one layer.
-// CPU: fp32, host. CUDA: T = float, __half or __nv_bfloat16 (qkv, bias, cache in T); token arrays
+// storage (CPU; kernels/kv_dtype.h): model stores k and v as computed; fp8_e4m3 stores
+//   round_to_e4m3 of each value (the cache stays fp32). qkv keeps the unrounded values either way
+//   (attention's q is never rounded; only the cache is).
+// CPU: fp32, host. CUDA: T = float, __half or __nv_bfloat16 (qkv, bias in T); the cache in C = T
+// or KvFp8 (kernels/cuda/kv_types.cuh; k and v rounded once from fp32 to E4M3); token arrays
 // and inv_freq in device memory; angles in fp32 (pos * inv_freq, precise sincosf, like the CPU
 // reference and transformers); no allocation, no synchronization.
 #pragma once
@@ -22,22 +26,23 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/kv_dtype.h"
 #include "kernels/stream.h"
 
 namespace lmx::kernels::cpu {
 
 void rope_write_kv(float* qkv, int qkv_stride, const float* qkv_bias, const int32_t* token_pos,
-                   const float* inv_freq, int rotary_dim, int heads, float* k_cache,
-                   float* v_cache, const int32_t* block_tables, const int32_t* token_seq,
-                   int tokens, const PagedKvLayout& layout);
+                   const float* inv_freq, int rotary_dim, int heads, float* k_cache, float* v_cache,
+                   const int32_t* block_tables, const int32_t* token_seq, int tokens,
+                   const PagedKvLayout& layout, KvDtype storage = KvDtype::model);
 
 }  // namespace lmx::kernels::cpu
 
 namespace lmx::kernels::cuda {
 
-template <typename T>
+template <typename T, typename C>
 void rope_write_kv(T* qkv, int qkv_stride, const T* qkv_bias, const int32_t* token_pos,
-                   const float* inv_freq, int rotary_dim, int heads, T* k_cache, T* v_cache,
+                   const float* inv_freq, int rotary_dim, int heads, C* k_cache, C* v_cache,
                    const int32_t* block_tables, const int32_t* token_seq, int tokens,
                    const PagedKvLayout& layout, cudaStream_t stream);
 

@@ -56,6 +56,7 @@ json health_json(const lmx_handle& h) {
                 {"chunked_read_timeout", cfg.chunked_read_timeout_s},
                 {"device", std::string(properties::to_string(cfg.device))},
                 {"dtype", std::string(properties::to_string(cfg.dtype))},
+                {"kv_cache_dtype", std::string(properties::to_string(cfg.kv_cache_dtype))},
                 {"tensor_parallel_degree", cfg.tensor_parallel_degree},
                 {"task", cfg.task}}},
               {"engine", engine}};

@@ -60,4 +60,14 @@ std::string_view to_string(OutputFormatter v) {
   return "?";
 }
 
+std::string_view to_string(KvCacheDtype v) {
+  switch (v) {
+    case KvCacheDtype::Auto:
+      return "auto";
+    case KvCacheDtype::Fp8E4m3:
+      return "fp8_e4m3";
+  }
+  return "?";
+}
+
 }  // namespace lmx::properties

@@ -10,6 +10,7 @@ enum class Device { Cpu, Cuda };  // option.device=auto is resolved at load time
 enum class Quantize { None, DynamicInt8, SmoothQuant };
 enum class RollingBatch { Auto, Disable };
 enum class OutputFormatter { Json, JsonLines, Sse };
+enum class KvCacheDtype { Auto, Fp8E4m3 };  // Auto: the model's (compute) dtype
 
 // Canonical spellings, as accepted in serving.properties and printed by `lmx config`.
 std::string_view to_string(Dtype v);
@@ -17,5 +18,6 @@ std::string_view to_string(Device v);
 std::string_view to_string(Quantize v);  // None -> "none"
 std::string_view to_string(RollingBatch v);
 std::string_view to_string(OutputFormatter v);
+std::string_view to_string(KvCacheDtype v);  // Fp8E4m3 -> "fp8_e4m3"
 
 }  // namespace lmx::properties

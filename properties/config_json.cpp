@@ -10,6 +10,7 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.revision") return c.revision.empty() ? json() : json(c.revision);
   if (key == "option.tensor_parallel_degree") return c.tensor_parallel_degree;
   if (key == "option.dtype") return to_string(c.dtype);
+  if (key == "option.kv_cache_dtype") return to_string(c.kv_cache_dtype);
   if (key == "option.max_tokens") return c.max_tokens;
   if (key == "option.quantize")
     return c.quantize == Quantize::None ? json() : json(to_string(c.quantize));

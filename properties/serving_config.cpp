@@ -25,6 +25,7 @@ const std::vector<std::string> kKnownKeys = {
     "option.revision",
     "option.tensor_parallel_degree",
     "option.dtype",
+    "option.kv_cache_dtype",
     "option.max_tokens",
     "option.quantize",
     "option.smoothquant_alpha",
@@ -159,6 +160,7 @@ class Resolver {
     resolve_device();
     resolve_tensor_parallel();
     resolve_dtype();
+    resolve_kv_cache_dtype();
     resolve_quantization();
     resolve_batching();
     resolve_misc();
@@ -330,6 +332,20 @@ class Resolver {
       unsupported(*v, "dtype " + names(caps_.dtypes) + ", auto");
     else if ((cfg_.dtype == Dtype::Fp16 || cfg_.dtype == Dtype::Bf16) && cfg_.device == Device::Cpu)
       conflict("option.dtype", v, "the CPU backend computes in fp32; fp16/bf16 need option.device=cuda");
+  }
+
+  // fp8 (OCP E4M3, per-tensor scale 1.0) halves the KV bytes; the CPU backend emulates it by
+  // rounding each cached value, so it is valid on every device.
+  void resolve_kv_cache_dtype() {
+    const std::string key = "option.kv_cache_dtype";
+    const RawValue* v = take(key);
+    if (v == nullptr) return;
+    static const std::vector<Choice<KvCacheDtype>> kChoices = {{"auto", KvCacheDtype::Auto},
+                                                               {"fp8", KvCacheDtype::Fp8E4m3},
+                                                               {"fp8_e4m3", KvCacheDtype::Fp8E4m3}};
+    if (!enum_value(*v, kChoices, cfg_.kv_cache_dtype, "auto, fp8, fp8_e4m3")) return;
+    if (cfg_.kv_cache_dtype == KvCacheDtype::Fp8E4m3 && cfg_.device == Device::Cpu)
+      note(key, "fp8_e4m3 emulated on cpu: cached values rounded to E4M3, stored as fp32");
   }
 
   void resolve_quantization() {

@@ -36,6 +36,7 @@ struct ServingConfig {
 
   int tensor_parallel_degree = 1;  // `max` already resolved to the GPU count
   Dtype dtype = Dtype::Auto;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // how the KV cache stores K and V
   int max_tokens = 1024;  // prompt + generated tokens per request
   Quantize quantize = Quantize::None;
   std::optional<double> smoothquant_alpha;  // unset: searched during calibration

@@ -31,8 +31,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kBlockSize = 16;
 
+kernels::KvDtype kv_dtype(properties::KvCacheDtype d) {
+  return d == properties::KvCacheDtype::Fp8E4m3 ? kernels::KvDtype::fp8_e4m3
+                                                : kernels::KvDtype::model;
+}
+
 // KV cache for max_tokens x max_rolling_batch_size, refused when it would take more than half of
-// the machine's memory (named numbers instead of an out-of-memory kill later).
+// the machine's memory (named numbers instead of an out-of-memory kill later). The CPU cache is
+// fp32 whatever option.kv_cache_dtype says: fp8 is emulated by rounding the stored values.
 KvCacheShape plan_cpu_kv(const properties::ServingConfig& config, const DecoderDesc& desc) {
   const long blocks_per_seq = (config.max_tokens + kBlockSize - 1) / kBlockSize;
   const long blocks = blocks_per_seq * config.max_rolling_batch_size;
@@ -45,8 +51,12 @@ KvCacheShape plan_cpu_kv(const properties::ServingConfig& config, const DecoderD
                 "memory, more than half of the {:.1f} GiB here; lower option.max_tokens or "
                 "option.max_rolling_batch_size",
                 config.max_tokens, config.max_rolling_batch_size, bytes / (1 << 30), ram / (1 << 30));
-  spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB)", blocks, kBlockSize, bytes / (1 << 20));
-  return {kBlockSize, int(blocks)};
+  const kernels::KvDtype dtype = kv_dtype(config.kv_cache_dtype);
+  spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB), dtype {}", blocks, kBlockSize,
+               bytes / (1 << 20),
+               dtype == kernels::KvDtype::fp8_e4m3 ? "fp8_e4m3 (emulated: rounded, stored as fp32)"
+                                                   : "fp32");
+  return {kBlockSize, int(blocks), dtype};
 }
 
 #if LMX_HAVE_CUDA_BACKEND
@@ -63,6 +73,24 @@ CudaDtype cuda_dtype(properties::Dtype d, const ModelConfig& model) {
 }
 #endif
 
+// What the KV cache stores, for stats(): fp8_e4m3, or the dtype the backend computes in.
+std::string kv_cache_dtype_name(const properties::ServingConfig& config, const LoadedModel& model) {
+  if (config.kv_cache_dtype == properties::KvCacheDtype::Fp8E4m3) return "fp8_e4m3";
+  if (config.device == properties::Device::Cpu) return "fp32";
+#if LMX_HAVE_CUDA_BACKEND
+  switch (cuda_dtype(config.dtype, model.config)) {
+    case CudaDtype::F32:
+      return "fp32";
+    case CudaDtype::F16:
+      return "fp16";
+    case CudaDtype::BF16:
+      return "bf16";
+  }
+#endif
+  (void)model;
+  return "model";
+}
+
 // The backend the configuration names, with the KV cache of its memory plan.
 std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
                                       const LoadedModel& model) {
@@ -70,6 +98,7 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
 #if LMX_HAVE_CUDA_BACKEND
   CudaBackendOptions o;
   o.dtype = cuda_dtype(config.dtype, model.config);
+  o.kv_dtype = kv_dtype(config.kv_cache_dtype);
   o.kv_blocks = long((config.max_tokens + o.kv_block_size - 1) / o.kv_block_size) *
                 config.max_rolling_batch_size;
   o.max_sequences = config.max_rolling_batch_size;
@@ -104,10 +133,12 @@ class EngineImpl final : public Engine {
         model_(load_model(config.model_path)),
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
         backend_(make_backend(config, model_)),
-        scheduler_(*backend_, {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
+        kv_cache_dtype_(kv_cache_dtype_name(config, model_)),
+        scheduler_(*backend_,
+                   {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
         started_(Clock::now()) {
-    spdlog::info("engine ready: {} on {} ({}), {}", model_.desc.architecture, backend_->name(),
-                 path_name(), path_reason());
+    spdlog::info("engine ready: {} on {} ({}), {}; KV cache {}", model_.desc.architecture,
+                 backend_->name(), path_name(), path_reason(), kv_cache_dtype_);
     delivery_ = std::thread([this] { run_deliveries(); });
     worker_ = std::thread([this] { run(); });
   }
@@ -171,6 +202,7 @@ class EngineImpl final : public Engine {
             {"kv_blocks_used", stats_.kv_blocks_used},
             {"kv_blocks_free", stats_.kv_blocks_free},
             {"kv_block_size", backend_->kv_shape().block_size},
+            {"kv_cache_dtype", kv_cache_dtype_},
             {"preemptions", stats_.preemptions},
             {"requests_total", requests_total_},
             {"tokens_generated", tokens_generated_},
@@ -374,6 +406,7 @@ class EngineImpl final : public Engine {
   LoadedModel model_;
   Tokenizer tokenizer_;
   std::unique_ptr<Backend> backend_;
+  std::string kv_cache_dtype_;  // stats(): fp8_e4m3 or the compute dtype
   Scheduler scheduler_;  // worker thread only (validate() is immutable and used by callers)
   std::unordered_map<uint64_t, ActiveRequest> active_;  // worker thread only
   std::thread worker_;

@@ -98,7 +98,8 @@ class Engine {
   virtual bool cancel(uint64_t id) = 0;
 
   // {"state", "architecture", "path" (fused|generic), "path_reason", "device", "running",
-  //  "waiting", "kv_blocks_used", "kv_blocks_free", "requests_total", "tokens_generated",
+  //  "waiting", "kv_blocks_used", "kv_blocks_free", "kv_block_size", "kv_cache_dtype" (fp8_e4m3
+  //  or the compute dtype: fp32, fp16, bf16), "requests_total", "tokens_generated",
   //  "tokens_per_second", ...}
   virtual nlohmann::json stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;

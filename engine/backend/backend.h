@@ -13,6 +13,7 @@
 
 #include "engine/generate/sampling.h"
 #include "engine/model/decoder_desc.h"
+#include "kernels/kv_dtype.h"
 
 namespace lmx {
 
@@ -32,6 +33,9 @@ struct SampleSpec {
 struct KvCacheShape {
   int block_size = 16;  // tokens per block
   int num_blocks = 0;
+  // How K and V are stored (option.kv_cache_dtype): the model's dtype, or fp8 E4M3, which the
+  // CPU backend emulates by rounding each cached value (kernels/kv_dtype.h).
+  kernels::KvDtype dtype = kernels::KvDtype::model;
 };
 
 class Backend {

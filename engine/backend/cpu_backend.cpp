@@ -63,6 +63,12 @@ class CpuBackend final : public Backend {
   const KvCacheShape& kv_shape() const override { return kv_; }
   std::string name() const override { return "cpu"; }
 
+  CpuKvView kv_cache(int layer) const {
+    if (layer < 0 || layer >= desc_.num_layers)
+      throw_error("layer {} is outside the model's {} layers", layer, desc_.num_layers);
+    return {k_cache_[size_t(layer)], v_cache_[size_t(layer)]};
+  }
+
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
     prepare_batch(chunks);
     const int T = int(ids_.size());
@@ -145,7 +151,7 @@ class CpuBackend final : public Backend {
     float* kc = k_cache_[size_t(l)].data();
     float* vc = v_cache_[size_t(l)].data();
     k::write_kv(kk, v, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(), T,
-                layout_);
+                layout_, kv_.dtype);
     k::paged_attention(q, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(),
                        attn_.data(), T, desc_.num_heads, desc_.attention_scale(),
                        desc_.sliding_window[size_t(l)], layout_);
@@ -195,6 +201,13 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv) {
   return std::make_unique<CpuBackend>(model, kv);
+}
+
+CpuKvView cpu_kv_cache(const Backend& backend, int layer) {
+  const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  if (cpu == nullptr)
+    throw_error("cpu_kv_cache: the {} backend is not the CPU backend", backend.name());
+  return cpu->kv_cache(layer);
 }
 
 }  // namespace lmx

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "engine/backend/backend.h"
 #include "engine/model/model.h"
@@ -10,5 +11,13 @@
 namespace lmx {
 
 std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv);
+
+// Tests: layer `layer`'s K and V cache of a backend made by make_cpu_backend, fp32
+// [num_blocks, block_size, kv_heads, head_dim] (with KvCacheShape::dtype fp8_e4m3 every stored
+// value is E4M3-representable). Throws lmx::Error for another backend or a bad layer.
+struct CpuKvView {
+  std::span<const float> k, v;
+};
+CpuKvView cpu_kv_cache(const Backend& backend, int layer);
 
 }  // namespace lmx

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/kv_store.h"
+
 namespace lmx::kernels::cpu {
 namespace {
 
@@ -19,13 +21,13 @@ inline size_t slot_offset(const int32_t* table, int pos, int kv_head, const Page
 
 void write_kv(const float* k, const float* v, int row_stride, float* k_cache, float* v_cache,
               const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
-              int tokens, const PagedKvLayout& L) {
-  const size_t bytes = size_t(L.kv_heads) * L.head_dim * sizeof(float);
+              int tokens, const PagedKvLayout& L, KvDtype storage) {
+  const size_t n = size_t(L.kv_heads) * L.head_dim;
   for (int t = 0; t < tokens; ++t) {
     const int32_t* table = block_tables + size_t(token_seq[t]) * L.max_blocks_per_seq;
     const size_t dst = slot_offset(table, token_pos[t], 0, L);
-    std::memcpy(k_cache + dst, k + size_t(t) * row_stride, bytes);
-    std::memcpy(v_cache + dst, v + size_t(t) * row_stride, bytes);
+    store_kv_row(k + size_t(t) * row_stride, k_cache + dst, n, storage);
+    store_kv_row(v + size_t(t) * row_stride, v_cache + dst, n, storage);
   }
 }
 

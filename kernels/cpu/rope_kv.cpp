@@ -1,16 +1,16 @@
 #include "kernels/rope_kv.h"
 
 #include <cstddef>
-#include <cstring>
 
+#include "kernels/cpu/kv_store.h"
 #include "kernels/rotary.h"
 
 namespace lmx::kernels::cpu {
 
 void rope_write_kv(float* qkv, int qkv_stride, const float* qkv_bias, const int32_t* token_pos,
-                   const float* inv_freq, int rotary_dim, int heads, float* k_cache,
-                   float* v_cache, const int32_t* block_tables, const int32_t* token_seq,
-                   int tokens, const PagedKvLayout& L) {
+                   const float* inv_freq, int rotary_dim, int heads, float* k_cache, float* v_cache,
+                   const int32_t* block_tables, const int32_t* token_seq, int tokens,
+                   const PagedKvLayout& L, KvDtype storage) {
   const int D = L.head_dim;
   const int q_size = heads * D, kv_size = L.kv_heads * D, width = q_size + 2 * kv_size;
   if (qkv_bias)
@@ -27,8 +27,8 @@ void rope_write_kv(float* qkv, int qkv_stride, const float* qkv_bias, const int3
         block_tables[size_t(token_seq[t]) * L.max_blocks_per_seq + pos / L.block_size];
     const size_t dst = (size_t(block) * L.block_size + pos % L.block_size) * kv_size;
     const float* row = qkv + size_t(t) * qkv_stride;
-    std::memcpy(k_cache + dst, row + q_size, size_t(kv_size) * sizeof(float));
-    std::memcpy(v_cache + dst, row + q_size + kv_size, size_t(kv_size) * sizeof(float));
+    store_kv_row(row + q_size, k_cache + dst, size_t(kv_size), storage);
+    store_kv_row(row + q_size + kv_size, v_cache + dst, size_t(kv_size), storage);
   }
 }
 

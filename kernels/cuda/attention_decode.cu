@@ -22,6 +22,9 @@
 // merge through shared memory; the splits of one (token, kv head) are one thread-block cluster
 // (<= 8 CTAs) and merge through distributed shared memory, so there is no workspace and no
 // second kernel.
+//
+// Both read the cache in its own element type C (T, or fp8 E4M3: 16-byte pieces hold 16 keys'
+// dims instead of 8, widened to fp32 where the dot products and P V read them).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -35,6 +38,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
+#include "kernels/cuda/kv_types.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace lmx::kernels::cuda {
@@ -73,25 +77,10 @@ static_assert(kWarpMaxGroup >= 0 && kWarpMaxGroup <= 8, "decode_warp_kernel serv
 static_assert(kMaxCluster >= 1 && kMaxCluster <= 16, "cluster size is at most 16");
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <typename T>
-struct Vec2;
-template <>
-struct Vec2<__half> {
-  using type = __half2;
-  static __device__ float2 to_float2(type v) { return __half22float2(v); }
-  static __device__ type from_float2(float2 v) { return __float22half2_rn(v); }
-};
-template <>
-struct Vec2<__nv_bfloat16> {
-  using type = __nv_bfloat162;
-  static __device__ float2 to_float2(type v) { return __bfloat1622float2(v); }
-  static __device__ type from_float2(float2 v) { return __float22bfloat162_rn(v); }
-};
-
-// Shared-memory geometry of a K or V tile of kTileKeys rows of D elements of T.
-template <typename T, int D>
+// Shared-memory geometry of a K or V tile of kTileKeys rows of D elements of the cache type C.
+template <typename C, int D>
 struct Tile {
-  static constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte chunk
+  static constexpr int kVec = 16 / sizeof(C);  // elements per 16-byte chunk
   static constexpr int kChunks = D / kVec;     // chunks per row
   static constexpr int kRow = D + kVec;  // padded row: conflict-free 16-byte reads down a column
 };
@@ -124,13 +113,13 @@ __device__ __forceinline__ size_t kv_row(int entry, int p, const PagedKvLayout& 
   return (size_t(entry) * L.block_size + p % L.block_size) * L.kv_heads + kvh;
 }
 
-// s[g] = q[g] . k for G heads (q: fp32 [G][D] in shared memory, pre-scaled; k: one row of T in
-// shared memory, 16-byte aligned). Partial sums per head shorten the dependent FMA chain (it is
-// on the critical path of a chunk when few warps are busy, e.g. batch 1).
-template <typename T, int D, int G>
-__device__ __forceinline__ void dot_rows(const T* k, const float* q, float (&s)[G]) {
-  using T2 = typename Vec2<T>::type;
-  constexpr int kVec = Tile<T, D>::kVec;
+// s[g] = q[g] . k for G heads (q: fp32 [G][D] in shared memory, pre-scaled; k: one row of the
+// cache type C in shared memory, 16-byte aligned). Partial sums per head shorten the dependent
+// FMA chain (it is on the critical path of a chunk when few warps are busy, e.g. batch 1).
+template <typename C, int D, int G>
+__device__ __forceinline__ void dot_rows(const C* k, const float* q, float (&s)[G]) {
+  using C2 = typename Vec2<C>::type;
+  constexpr int kVec = Tile<C, D>::kVec;
   constexpr int kParts = G == 1 ? 4 : 2;
   float a[G][kParts];
 #pragma unroll
@@ -139,13 +128,13 @@ __device__ __forceinline__ void dot_rows(const T* k, const float* q, float (&s)[
     for (int i = 0; i < kParts; ++i) a[g][i] = 0.0f;
   const float4* k4 = reinterpret_cast<const float4*>(k);
 #pragma unroll
-  for (int c = 0; c < Tile<T, D>::kChunks; ++c) {
+  for (int c = 0; c < Tile<C, D>::kChunks; ++c) {
     const float4 raw = k4[c];
-    const T2* k2 = reinterpret_cast<const T2*>(&raw);
+    const C2* k2 = reinterpret_cast<const C2*>(&raw);
 #pragma unroll
     for (int e = 0; e < kVec / 4; ++e) {
-      const float2 ka = Vec2<T>::to_float2(k2[2 * e]);
-      const float2 kb = Vec2<T>::to_float2(k2[2 * e + 1]);
+      const float2 ka = Vec2<C>::to_float2(k2[2 * e]);
+      const float2 kb = Vec2<C>::to_float2(k2[2 * e + 1]);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float4 qv = *reinterpret_cast<const float4*>(&q[g * D + c * kVec + 4 * e]);
@@ -168,10 +157,10 @@ __device__ __forceinline__ void dot_rows(const T* k, const float* q, float (&s)[
 // acc[g] += sum over the tile's keys k of p[g * p_stride + k] * (V[k][2i], V[k][2i + 1]) for one
 // dim pair i: v = &V[0][2i] in shared memory (rows kRow apart), p fp32 in shared memory.
 // Keys past the end have p = 0 and zero-filled V (never NaN).
-template <typename T, int kRow, int G>
-__device__ __forceinline__ void pv_pair(const T* v, const float* p, int p_stride,
+template <typename C, int kRow, int G>
+__device__ __forceinline__ void pv_pair(const C* v, const float* p, int p_stride,
                                         float2 (&acc)[G]) {
-  using T2 = typename Vec2<T>::type;
+  using C2 = typename Vec2<C>::type;
 #pragma unroll
   for (int k4 = 0; k4 < kTileKeys / 4; ++k4) {
     float4 pv[G];
@@ -179,7 +168,7 @@ __device__ __forceinline__ void pv_pair(const T* v, const float* p, int p_stride
     for (int g = 0; g < G; ++g) pv[g] = reinterpret_cast<const float4*>(p + g * p_stride)[k4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float2 x = Vec2<T>::to_float2(*reinterpret_cast<const T2*>(&v[(k4 * 4 + e) * kRow]));
+      const float2 x = Vec2<C>::to_float2(*reinterpret_cast<const C2*>(&v[(k4 * 4 + e) * kRow]));
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float pk = e == 0 ? pv[g].x : e == 1 ? pv[g].y : e == 2 ? pv[g].z : pv[g].w;
@@ -233,9 +222,9 @@ size_t partial_bytes(int tokens, int heads, int head_dim, int splits) {
 
 // q and the caches are not __restrict__ (no read-only loads): the rope + KV-write kernel before
 // this one writes them, and a programmatic dependent launch overlaps it (kernels/cuda/pdl.cuh).
-template <typename T, int D>
+template <typename T, typename C, int D>
 __global__ void __launch_bounds__(kThreads)
-    decode_kernel(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+    decode_kernel(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                   const int32_t* __restrict__ block_tables, const int32_t* __restrict__ token_seq,
                   const int32_t* __restrict__ token_pos, T* __restrict__ out,
                   float* __restrict__ ws_acc, float2* __restrict__ ws_ml, int heads,
@@ -243,13 +232,13 @@ __global__ void __launch_bounds__(kThreads)
                   int head_chunks, int heads_per_cta) {
   pdl::wait_for_primary();
   pdl::allow_dependents();  // the output projection may start streaming its weights
-  using Geo = Tile<T, D>;
+  using Geo = Tile<C, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kPairs = D / 2;
   constexpr int kMaxHeads = kMaxHeadDims / D;
 
-  __shared__ __align__(16) T ks[2][kTileKeys][kRow];
-  __shared__ __align__(16) T vs[2][kTileKeys][kRow];
+  __shared__ __align__(16) C ks[2][kTileKeys][kRow];
+  __shared__ __align__(16) C vs[2][kTileKeys][kRow];
   __shared__ __align__(16) float qs[kMaxHeads][D];
   __shared__ __align__(16) float ps[kMaxHeads][kTileKeys];
   __shared__ float m_s[kMaxHeads], l_s[kMaxHeads], alpha_s[kMaxHeads];
@@ -315,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
       const bool valid = p0 + lane < end;
       for (int g = warp; g < gc; g += kWarps) {
         float s[1];
-        dot_rows<T, D, 1>(&ks[st][lane][0], &qs[g][0], s);
+        dot_rows<C, D, 1>(&ks[st][lane][0], &qs[g][0], s);
         s[0] = valid ? s[0] : -INFINITY;
         const float m_old = m_s[g];
         const float m_new = fmaxf(m_old, warp_max(s[0]));  // finite: key p0 is always valid
@@ -341,7 +330,7 @@ __global__ void __launch_bounds__(kThreads)
         const int g = i / kPairs, dp = i % kPairs;
         const float alpha = alpha_s[g];
         float2 a[1] = {make_float2(acc[j].x * alpha, acc[j].y * alpha)};
-        pv_pair<T, kRow, 1>(&vs[st][0][2 * dp], &ps[g][0], 0, a);
+        pv_pair<C, kRow, 1>(&vs[st][0][2 * dp], &ps[g][0], 0, a);
         acc[j] = a[0];
       }
     }
@@ -386,32 +375,33 @@ __device__ __forceinline__ float2 merge_partials(int n, Ml ml_of, Acc acc_of, fl
 }
 
 // Dynamic shared memory of decode_warp_kernel: one K and one V tile per warp.
-template <typename T, int D>
+template <typename C, int D>
 constexpr int warp_kernel_smem() {
-  return kWarps * 2 * kTileKeys * Tile<T, D>::kRow * int(sizeof(T));
+  return kWarps * 2 * kTileKeys * Tile<C, D>::kRow * int(sizeof(C));
 }
 
 // Grid (splits, kv_heads, tokens), 128 threads, clusters of (splits, 1, 1) when splits > 1.
 // G = heads / kv_heads query heads per CTA.
-template <typename T, int D, int G>
+template <typename T, typename C, int D, int G>
 __global__ void __launch_bounds__(kThreads)
-    decode_warp_kernel(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+    decode_warp_kernel(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                        const int32_t* __restrict__ block_tables,
                        const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
                        T* __restrict__ out, int heads, float scale_log2, int window,
                        PagedKvLayout L, int splits, int split_keys) {
-  using Geo = Tile<T, D>;
+  using Geo = Tile<C, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kElems = kTileKeys * kRow;  // one K or V tile
   constexpr int kPairs = D / 2;
   constexpr int kPairIters = (kPairs + 31) / 32;  // dim pairs of a lane: lane, lane + 32, ...
-  constexpr int kQVecs = G * D / kVec;            // 16-byte pieces of the CTA's q rows
+  constexpr int kQVec = 16 / sizeof(T);           // q elements per 16-byte piece
+  constexpr int kQVecs = G * D / kQVec;           // 16-byte pieces of the CTA's q rows
   static_assert(kTileKeys == 32, "lane = key");
   static_assert(kQVecs <= kThreads, "q: one 16-byte piece per thread");
-  static_assert(G * D * sizeof(float) <= kElems * sizeof(T), "warp partial fits a tile");
+  static_assert(G * D * sizeof(float) <= kElems * sizeof(C), "warp partial fits a tile");
   using T2 = typename Vec2<T>::type;
 
-  extern __shared__ __align__(16) unsigned char smem[];  // [kWarps][K, V][kTileKeys][kRow] T
+  extern __shared__ __align__(16) unsigned char smem[];  // [kWarps][K, V][kTileKeys][kRow] C
   __shared__ __align__(16) float qs[G * D];              // q * scale * log2(e)
   __shared__ __align__(16) float ps[kWarps][G][kTileKeys];
   __shared__ __align__(16) float cta_acc[G * D];  // the CTA's merged partial (splits > 1)
@@ -420,9 +410,9 @@ __global__ void __launch_bounds__(kThreads)
   const int split = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int h0 = kvh * G;
-  T* const tiles = reinterpret_cast<T*>(smem);
-  T* const kt = tiles + warp * 2 * kElems;  // this warp's K tile, then its V tile
-  T* const vt = kt + kElems;
+  C* const tiles = reinterpret_cast<C*>(smem);
+  C* const kt = tiles + warp * 2 * kElems;  // this warp's K tile, then its V tile
+  C* const vt = kt + kElems;
 
   // Launched as a programmatic dependent of the kernel that writes q and this step's K/V row
   // (position pos of each token). Everything else this kernel reads is older: the step's metadata
@@ -458,7 +448,7 @@ __global__ void __launch_bounds__(kThreads)
   // Gather K or V of chunk n into a tile: consecutive lanes copy consecutive 16-byte pieces of
   // a row (coalesced), each row's address shuffled from the lane that owns the key. Tile row
   // `skip` (if any) is not touched at all (not even zero-filled): it is copied after the wait.
-  auto load = [&](T* dst, const T* cache, uint32_t row, int n, int skip) {
+  auto load = [&](C* dst, const C* cache, uint32_t row, int n, int skip) {
     const int valid_rows = end - chunk_p0(n);
 #pragma unroll
     for (int j = 0; j < kChunks; ++j) {
@@ -487,13 +477,13 @@ __global__ void __launch_bounds__(kThreads)
   pdl::wait_for_primary();
   float4 qraw = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (tid < kQVecs)
-    qraw = *reinterpret_cast<const float4*>(q + size_t(t) * q_stride + size_t(h0) * D + tid * kVec);
+    qraw = *reinterpret_cast<const float4*>(q + size_t(t) * q_stride + size_t(h0) * D + tid * kQVec);
   if (pos_row >= 0) {  // K and V of pos, now written: plain (coherent) loads into the tiles
     const uint32_t pos_cache_row = __shfl_sync(0xffffffffu, row, pos_row);
     for (int c = lane; c < 2 * kChunks; c += 32) {
       const bool is_v = c >= kChunks;
       const int part = is_v ? c - kChunks : c;
-      const T* src = (is_v ? v_cache : k_cache) + size_t(pos_cache_row) * D + part * kVec;
+      const C* src = (is_v ? v_cache : k_cache) + size_t(pos_cache_row) * D + part * kVec;
       *reinterpret_cast<uint4*>((is_v ? vt : kt) + pos_row * kRow + part * kVec) =
           *reinterpret_cast<const uint4*>(src);
     }
@@ -501,10 +491,10 @@ __global__ void __launch_bounds__(kThreads)
   if (tid < kQVecs) {
     const T2* q2 = reinterpret_cast<const T2*>(&qraw);
 #pragma unroll
-    for (int e = 0; e < kVec / 2; ++e) {
+    for (int e = 0; e < kQVec / 2; ++e) {
       const float2 f = Vec2<T>::to_float2(q2[e]);
-      qs[tid * kVec + 2 * e] = f.x * scale_log2;
-      qs[tid * kVec + 2 * e + 1] = f.y * scale_log2;
+      qs[tid * kQVec + 2 * e] = f.x * scale_log2;
+      qs[tid * kQVec + 2 * e + 1] = f.y * scale_log2;
     }
   }
   __syncthreads();
@@ -526,7 +516,7 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_wait<1>();  // K of chunk n
     __syncwarp();
     float s[G];
-    dot_rows<T, D, G>(kt + lane * kRow, qs, s);
+    dot_rows<C, D, G>(kt + lane * kRow, qs, s);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       const float x = valid ? s[g] : -INFINITY;
@@ -555,7 +545,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kPairIters; ++j) {
       const int i = lane + 32 * j;
       if (kPairs % 32 == 0 || i < kPairs)
-        pv_pair<T, kRow, G>(vt + 2 * i, &ps[warp][0][0], kTileKeys, acc[j]);
+        pv_pair<C, kRow, G>(vt + 2 * i, &ps[warp][0][0], kTileKeys, acc[j]);
     }
     __syncwarp();  // V tile read
     if (n + 1 < mine) {
@@ -663,8 +653,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, int D>
-void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C, int D>
+void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
             const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos, T* out,
             int tokens, int heads, float scale, int window, const PagedKvLayout& L, const Split& s,
             void* workspace, cudaStream_t stream) {
@@ -673,7 +663,7 @@ void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
                       ? reinterpret_cast<float2*>(ws_acc + size_t(tokens) * heads * s.splits * D)
                       : nullptr;
   const dim3 grid(s.splits, L.kv_heads * s.head_chunks, tokens);
-  pdl::launch_dependent(decode_kernel<T, D>, dim3(grid), dim3(kThreads), 0, stream, q, q_stride,
+  pdl::launch_dependent(decode_kernel<T, C, D>, dim3(grid), dim3(kThreads), 0, stream, q, q_stride,
                         k_cache, v_cache, block_tables, token_seq, token_pos, out, ws_acc, ws_ml,
                         heads, scale * kLog2e, window, L, s.splits, s.keys, s.head_chunks,
                         s.heads_per_cta);
@@ -682,13 +672,13 @@ void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
                           stream, ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys);
 }
 
-template <typename T, int D, int G>
-void launch_warp(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C, int D, int G>
+void launch_warp(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                  const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
                  T* out, int tokens, int heads, float scale, int window, const PagedKvLayout& L,
                  const Split& s, cudaStream_t stream) {
-  auto* kernel = decode_warp_kernel<T, D, G>;
-  constexpr int smem = warp_kernel_smem<T, D>();
+  auto* kernel = decode_warp_kernel<T, C, D, G>;
+  constexpr int smem = warp_kernel_smem<C, D>();
   // Raised on every launch (cheap, per device, allowed during graph capture). Max carveout:
   // 3 CTAs of ~70 KB per SM at head_dim 128; L1 serves only q and the block tables.
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -734,8 +724,8 @@ size_t paged_attention_decode_workspace_bytes(int max_tokens, int heads, int kv_
   return bytes;
 }
 
-template <typename T>
-void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                             const int32_t* block_tables, const int32_t* token_seq,
                             const int32_t* token_pos, T* out, int tokens, int heads, float scale,
                             int window, const PagedKvLayout& layout, int max_context,
@@ -745,7 +735,7 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
   if (s.warp) {  // splits merged inside the kernel: no workspace
     dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {
       dispatch_group(s.heads_per_cta, [&](auto g) {
-        launch_warp<T, decltype(dim)::value, decltype(g)::value>(
+        launch_warp<T, C, decltype(dim)::value, decltype(g)::value>(
             q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, heads,
             scale, window, layout, s, stream);
       });
@@ -767,18 +757,17 @@ void paged_attention_decode(const T* q, int q_stride, const T* k_cache, const T*
     }
   }
   dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {
-    launch<T, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+    launch<T, C, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
                                     token_pos, out, tokens, heads, scale, window, layout, s,
                                     workspace, stream);
   });
 }
 
-#define LMX_INSTANTIATE(T)                                                                        \
-  template void paged_attention_decode<T>(                                                        \
-      const T*, int, const T*, const T*, const int32_t*, const int32_t*, const int32_t*, T*, int, \
+#define LMX_INSTANTIATE(T, C)                                                                     \
+  template void paged_attention_decode<T, C>(                                                     \
+      const T*, int, const C*, const C*, const int32_t*, const int32_t*, const int32_t*, T*, int, \
       int, float, int, const PagedKvLayout&, int, void*, size_t, cudaStream_t);
-LMX_INSTANTIATE(__half)
-LMX_INSTANTIATE(__nv_bfloat16)
+LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 
 }  // namespace lmx::kernels::cuda

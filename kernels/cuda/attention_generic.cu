@@ -6,16 +6,17 @@
 #include <cuda_fp16.h>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/kv_types.cuh"
 
 namespace lmx::kernels::cuda {
 namespace {
 
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 32 * 8
 
-template <typename T>
+template <typename T, typename C>
 __global__ void generic_attention_kernel(const T* __restrict__ q, int q_stride,
-                                         const T* __restrict__ k_cache,
-                                         const T* __restrict__ v_cache,
+                                         const C* __restrict__ k_cache,
+                                         const C* __restrict__ v_cache,
                                          const int32_t* __restrict__ block_tables,
                                          const int32_t* __restrict__ token_seq,
                                          const int32_t* __restrict__ token_pos, T* __restrict__ out,
@@ -66,25 +67,23 @@ __global__ void generic_attention_kernel(const T* __restrict__ q, int q_stride,
 
 }  // namespace
 
-template <typename T>
-void paged_attention_generic(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+void paged_attention_generic(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                              const int32_t* block_tables, const int32_t* token_seq,
                              const int32_t* token_pos, T* out, int tokens, int heads, float scale,
                              int window, const PagedKvLayout& layout, cudaStream_t stream) {
   if (tokens == 0) return;
   const int warps = tokens * heads, per_block = 4;
-  generic_attention_kernel<T><<<(warps + per_block - 1) / per_block, 32 * per_block, 0, stream>>>(
+  generic_attention_kernel<T, C><<<(warps + per_block - 1) / per_block, 32 * per_block, 0, stream>>>(
       q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, heads, scale,
       window, layout);
 }
 
-#define LMX_INSTANTIATE(T)                                                                        \
-  template void paged_attention_generic<T>(const T*, int, const T*, const T*, const int32_t*,      \
-                                           const int32_t*, const int32_t*, T*, int, int, float,  \
-                                           int, const PagedKvLayout&, cudaStream_t);
-LMX_INSTANTIATE(float)
-LMX_INSTANTIATE(__half)
-LMX_INSTANTIATE(__nv_bfloat16)
+#define LMX_INSTANTIATE(T, C)                                                                    \
+  template void paged_attention_generic<T, C>(const T*, int, const C*, const C*, const int32_t*, \
+                                              const int32_t*, const int32_t*, T*, int, int, float, \
+                                              int, const PagedKvLayout&, cudaStream_t);
+LMX_KV_CACHE_TYPES(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 
 }  // namespace lmx::kernels::cuda

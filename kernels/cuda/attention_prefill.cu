@@ -9,6 +9,10 @@
 //   registers (the accumulator layout of two n8 tiles is the A layout of one k16 step);
 //   online softmax in log2 domain, masks only on tiles that cross a row's [lo, pos] edge.
 // Q tiles run heaviest first (the last tile of a causal chunk has the most keys).
+// An fp8 cache (C = KvFp8) cannot feed ldmatrix: its K/V tiles pass through registers instead of
+// cp.async (the next tile's loads are issued before this tile's math and widened to T into the
+// other stage after it), and only 64-row tiles are used (the prefetch registers would make the
+// 128-row variant spill).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -16,10 +20,12 @@
 #include <climits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
+#include "kernels/cuda/kv_types.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace lmx::kernels::cuda {
@@ -50,10 +56,10 @@ constexpr int smem_bytes() {
   return (64 * MT + 4 * kBN) * (D + 8) * 2;
 }
 
-template <typename T, int D, int MT, bool QREG>
+template <typename T, typename C, int D, int MT, bool QREG>
 __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
-    prefill_kernel(const T* __restrict__ q, int q_stride, const T* __restrict__ k_cache,
-                   const T* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
+    prefill_kernel(const T* __restrict__ q, int q_stride, const C* __restrict__ k_cache,
+                   const C* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
                    const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
                    const int32_t* __restrict__ cu_q, T* __restrict__ out, int heads,
                    float scale_log2, int window, PagedKvLayout L) {
@@ -119,26 +125,56 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
     const T* src = valid ? q + size_t(q0 + r) * q_stride + size_t(h) * D + part * 8 : q;
     cp_async16(qs + r * kRow + part * 8, src, valid);
   }
-  auto load_tile = [&](int kt, int st) {
+  // Piece c (8 dims of one key) of key tile kt: its element offset in the cache, or -1 outside
+  // [kmin, kmax] (zero-filled).
+  auto piece_offset = [&](int kt, int c) -> long {
+    const int r = c / kChunks, part = c % kChunks;
+    const int p = kt * kBN + r;
+    if (p < kmin || p > kmax) return -1;
+    const size_t slot = size_t(table[p / L.block_size]) * L.block_size + p % L.block_size;
+    return long((slot * L.kv_heads + kvh) * D + part * 8);
+  };
+  auto load_tile = [&](int kt, int st) {  // C = T: straight into shared memory
     T* kd = ks + st * kBN * kRow;
     T* vd = vs + st * kBN * kRow;
     for (int c = tid; c < kBN * kChunks; c += kThreads) {
-      const int r = c / kChunks, part = c % kChunks;
-      const int p = kt * kBN + r;
-      const bool valid = p >= kmin && p <= kmax;
-      size_t off = 0;
-      if (valid) {
-        const size_t slot = size_t(table[p / L.block_size]) * L.block_size + p % L.block_size;
-        off = (slot * L.kv_heads + kvh) * D + part * 8;
-      }
-      cp_async16(kd + r * kRow + part * 8, k_cache + off, valid);
-      cp_async16(vd + r * kRow + part * 8, v_cache + off, valid);
+      const long off = piece_offset(kt, c);
+      const int at = (c / kChunks) * kRow + (c % kChunks) * 8;
+      cp_async16(kd + at, k_cache + (off < 0 ? 0 : off), off >= 0);
+      cp_async16(vd + at, v_cache + (off < 0 ? 0 : off), off >= 0);
     }
     cp_async_commit();
   };
+  // C = KvFp8: fetch a tile's pieces (8 bytes each) into registers, later widen them into a stage.
+  constexpr int kPieces = kIsFp8<C> ? kBN * kChunks / kThreads : 1;  // per thread
+  static_assert(!kIsFp8<C> || (kBN * kChunks) % kThreads == 0, "whole pieces per thread");
+  uint2 k_reg[kPieces], v_reg[kPieces];
+  auto fetch_tile = [&](int kt) {
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const long off = piece_offset(kt, tid + i * kThreads);
+      k_reg[i] = off < 0 ? make_uint2(0, 0) : *reinterpret_cast<const uint2*>(k_cache + off);
+      v_reg[i] = off < 0 ? make_uint2(0, 0) : *reinterpret_cast<const uint2*>(v_cache + off);
+    }
+  };
+  auto put_tile = [&](int st) {
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const int c = tid + i * kThreads;
+      const int at = st * kBN * kRow + (c / kChunks) * kRow + (c % kChunks) * 8;
+      *reinterpret_cast<uint4*>(ks + at) = widen_fp8x8<T>(k_reg[i]);
+      *reinterpret_cast<uint4*>(vs + at) = widen_fp8x8<T>(v_reg[i]);
+    }
+  };
 
   const int kt_begin = kmin / kBN, kt_end = kmax / kBN;
-  load_tile(kt_begin, 0);  // the same group carries the Q tile
+  if constexpr (kIsFp8<C>) {
+    cp_async_commit();  // the Q tile
+    fetch_tile(kt_begin);
+    put_tile(0);
+  } else {
+    load_tile(kt_begin, 0);  // the same group carries the Q tile
+  }
 
   const T* qw = qs + (warp * MT * 16 + lane % 16) * kRow + (lane / 16) * 8;  // ldmatrix A rows
   uint32_t qf[QREG ? MT : 1][QREG ? D / 16 : 1][4];  // Q fragments (QREG only)
@@ -154,7 +190,10 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
 
   for (int kt = kt_begin; kt <= kt_end; ++kt) {
     const int st = (kt - kt_begin) & 1;
-    if (kt < kt_end) {
+    if constexpr (kIsFp8<C>) {
+      if (kt < kt_end) fetch_tile(kt + 1);  // lands in registers during this tile's math
+      cp_async_wait<0>();
+    } else if (kt < kt_end) {
       load_tile(kt + 1, st ^ 1);
       cp_async_wait<1>();
     } else {
@@ -277,6 +316,9 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
         }
       }
     }
+    if constexpr (kIsFp8<C>) {
+      if (kt < kt_end) put_tile(st ^ 1);  // stage st ^ 1 was last read before the previous barrier
+    }
     __syncthreads();  // stage st is reloaded by the next iteration
   }
 
@@ -305,63 +347,69 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
   }
 }
 
-template <typename T, int D, int MT, bool QREG>
-void launch_variant(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C, int D, int MT, bool QREG>
+void launch_variant(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
                     const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads,
                     float scale, int window, const PagedKvLayout& L, cudaStream_t stream) {
   constexpr int bytes = smem_bytes<D, MT>();
   // Raised on every launch (cheap, per device, allowed during graph capture).
-  cudaFuncSetAttribute(prefill_kernel<T, D, MT, QREG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       bytes);
+  cudaFuncSetAttribute(prefill_kernel<T, C, D, MT, QREG>,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   const dim3 grid((max_q_len + 64 * MT - 1) / (64 * MT), heads, num_seqs);
-  prefill_kernel<T, D, MT, QREG>
+  prefill_kernel<T, C, D, MT, QREG>
       <<<grid, kThreads, bytes, stream>>>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
                                           token_pos, cu_q, out, heads, scale * kLog2e, window, L);
 }
 
-template <typename T, int D>
-void launch(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C, int D>
+void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
             const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
             const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads, float scale,
             int window, const PagedKvLayout& L, cudaStream_t stream) {
-  // 128-row tiles when they still give >= 2 CTAs per SM (H100, 4096-token prompt: 182 vs 155
-  // TFLOP/s), 64-row tiles for short prompts (512 tokens: 35 vs 41 us).
-  int device = 0, sms = 132;
-  if (cudaGetDevice(&device) == cudaSuccess)
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const long ctas_wide = long((max_q_len + 127) / 128) * heads * num_seqs;
-  if (ctas_wide >= 2L * sms)
-    launch_variant<T, D, 2, false>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                                   token_pos, cu_q, num_seqs, max_q_len, out, heads, scale, window,
-                                   L, stream);
-  else
-    launch_variant<T, D, 1, true>(q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos,
-                                  cu_q, num_seqs, max_q_len, out, heads, scale, window, L, stream);
+  auto run = [&](auto mt) {
+    constexpr int MT = decltype(mt)::value;
+    launch_variant<T, C, D, MT, MT == 1>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+                                         token_pos, cu_q, num_seqs, max_q_len, out, heads, scale,
+                                         window, L, stream);
+  };
+  if constexpr (kIsFp8<C>) {
+    run(std::integral_constant<int, 1>{});
+  } else {
+    // 128-row tiles when they still give >= 2 CTAs per SM (H100, 4096-token prompt: 182 vs 155
+    // TFLOP/s), 64-row tiles for short prompts (512 tokens: 35 vs 41 us).
+    int device = 0, sms = 132;
+    if (cudaGetDevice(&device) == cudaSuccess)
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    const long ctas_wide = long((max_q_len + 127) / 128) * heads * num_seqs;
+    if (ctas_wide >= 2L * sms)
+      run(std::integral_constant<int, 2>{});
+    else
+      run(std::integral_constant<int, 1>{});
+  }
 }
 
 }  // namespace
 
-template <typename T>
-void paged_attention_prefill(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C>
+void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                              const int32_t* block_tables, const int32_t* token_seq,
                              const int32_t* token_pos, const int32_t* cu_q, int num_seqs,
                              int max_q_len, T* out, int heads, float scale, int window,
                              const PagedKvLayout& layout, cudaStream_t stream) {
   if (num_seqs <= 0 || max_q_len <= 0 || heads <= 0) return;
   dispatch_head_dim(layout.head_dim, "paged_attention_prefill", [&](auto dim) {
-    launch<T, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+    launch<T, C, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
                                     token_pos, cu_q, num_seqs, max_q_len, out, heads, scale, window,
                                     layout, stream);
   });
 }
 
-#define LMX_INSTANTIATE(T)                                                               \
-  template void paged_attention_prefill<T>(                                              \
-      const T*, int, const T*, const T*, const int32_t*, const int32_t*, const int32_t*, \
+#define LMX_INSTANTIATE(T, C)                                                            \
+  template void paged_attention_prefill<T, C>(                                           \
+      const T*, int, const C*, const C*, const int32_t*, const int32_t*, const int32_t*, \
       const int32_t*, int, int, T*, int, float, int, const PagedKvLayout&, cudaStream_t);
-LMX_INSTANTIATE(__half)
-LMX_INSTANTIATE(__nv_bfloat16)
+LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 
 }  // namespace lmx::kernels::cuda

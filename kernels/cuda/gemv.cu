@@ -46,6 +46,7 @@
 
 #include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/kv_types.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -232,8 +233,9 @@ struct GatedActivation : NoExtras {
 // token's cache slot only. w's rows are [q heads | k heads | v] x head_dim. A q or k head is
 // half / 8 pair tiles (tile rows 0..7 = dims i..i+7, rows 8..15 = dims i+half.., so one lane
 // holds both members of a rotary pair) then (head_dim - rotary_dim) / 16 plain tiles; v is plain
-// tiles. Needs rotary_dim % 16 == 0 and head_dim % 16 == 0 (rope_epilogue_supported).
-template <typename T>
+// tiles. Needs rotary_dim % 16 == 0 and head_dim % 16 == 0 (rope_epilogue_supported). The
+// cache (C: T or KvFp8) gets each value rounded once from the fp32 result.
+template <typename T, typename C>
 struct RopeKvWrite {
   struct Row {
     float pos;    // the rotary position
@@ -248,8 +250,8 @@ struct RopeKvWrite {
   const int32_t* block_tables;
   const float* inv_freq;  // [rotary_dim / 2]
   int rotary_dim, heads;
-  T* k_cache;
-  T* v_cache;
+  C* k_cache;
+  C* v_cache;
   PagedKvLayout L;
 
   __host__ __device__ int pair_tiles() const { return rotary_dim / 16; }
@@ -300,9 +302,9 @@ struct RopeKvWrite {
     else if (!info.cache)
       return;
     else if (c < q_size + kv_size)
-      k_cache[info.slot + (c - q_size)] = T(v);
+      k_cache[info.slot + (c - q_size)] = to_cache<C>(v);
     else
-      v_cache[info.slot + (c - q_size - kv_size)] = T(v);
+      v_cache[info.slot + (c - q_size - kv_size)] = to_cache<C>(v);
   }
   __device__ void store(int m, const Row& info, const Target& to, int, int, float lo,
                         float hi) const {
@@ -556,21 +558,25 @@ bool rope_epilogue_supported(int rotary_dim, int head_dim) {
   return rotary_dim > 0 && rotary_dim % 16 == 0 && head_dim % 16 == 0 && rotary_dim <= head_dim;
 }
 
-template <typename T>
+template <typename T, typename C>
 void skinny_linear_rms_rope_kv(const T* x, float eps, const T* w, T* qkv, int qkv_stride,
                                const T* qkv_bias, const int32_t* token_pos, const float* inv_freq,
-                               int rotary_dim, int heads, T* k_cache, T* v_cache,
+                               int rotary_dim, int heads, C* k_cache, C* v_cache,
                                const int32_t* block_tables, const int32_t* token_seq, int M, int K,
                                const PagedKvLayout& layout, cudaStream_t stream) {
-  const RopeKvWrite<T> epi{qkv,      qkv_stride, qkv_bias, token_pos, token_seq, block_tables,
+  const RopeKvWrite<T, C> epi{qkv,      qkv_stride, qkv_bias, token_pos, token_seq, block_tables,
                            inv_freq, rotary_dim, heads,    k_cache,   v_cache,   layout};
   launch<T, true>(x, w, epi, M, K, eps, stream);
 }
 
+#define LMX_INSTANTIATE_ROPE_KV(T, C)                                                            \
+  template void skinny_linear_rms_rope_kv<T, C>(                                                 \
+      const T*, float, const T*, T*, int, const T*, const int32_t*, const float*, int, int, C*,  \
+      C*, const int32_t*, const int32_t*, int, int, const PagedKvLayout&, cudaStream_t);
+LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE_ROPE_KV)
+#undef LMX_INSTANTIATE_ROPE_KV
+
 #define LMX_INSTANTIATE(T)                                                                         \
-  template void skinny_linear_rms_rope_kv<T>(                                                      \
-      const T*, float, const T*, T*, int, const T*, const int32_t*, const float*, int, int, T*,    \
-      T*, const int32_t*, const int32_t*, int, int, const PagedKvLayout&, cudaStream_t);           \
   template void skinny_linear<T>(const T*, const T*, T*, int, int, int, cudaStream_t);             \
   template void skinny_linear_f32_out<T>(const T*, const T*, float*, int, int, int, cudaStream_t); \
   template void skinny_linear_rms<T>(const T*, float, const T*, T*, int, int, int, cudaStream_t);  \

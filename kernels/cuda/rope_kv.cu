@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_types.cuh"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/rotary.cuh"
@@ -12,12 +13,13 @@ using namespace detail;
 // Grid (tokens, unit blocks): blockIdx.x = token, one thread per work unit. Work units of a
 // token: for each of the heads + kv_heads q/k heads, `half` rotary pairs then
 // head_dim - rotary_dim pass-through dims; then kv_size v dims. Spreading a token's units over
-// blocks keeps a decode step of one token from running on a single SM.
-template <typename T>
+// blocks keeps a decode step of one token from running on a single SM. The cache (C) gets each
+// value rounded once from fp32.
+template <typename T, typename C>
 __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict__ bias,
                                      const int32_t* __restrict__ token_pos,
                                      const float* __restrict__ inv_freq, int rotary_dim, int heads,
-                                     T* __restrict__ k_cache, T* __restrict__ v_cache,
+                                     C* __restrict__ k_cache, C* __restrict__ v_cache,
                                      const int32_t* __restrict__ block_tables,
                                      const int32_t* __restrict__ token_seq, PagedKvLayout L) {
   pdl::wait_for_primary();
@@ -47,40 +49,39 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
           b += to_f(bias[c1]);
         }
         const float2 rotated = rotate_pair(a, b, rotary_sincos(float(pos), inv_freq[r]));
-        const T ra = from_f<T>(rotated.x), rb = from_f<T>(rotated.y);
-        row[c0] = ra;
-        row[c1] = rb;
+        row[c0] = from_f<T>(rotated.x);
+        row[c1] = from_f<T>(rotated.y);
         if (is_k && seq >= 0) {
-          k_cache[slot + (c0 - q_size)] = ra;
-          k_cache[slot + (c1 - q_size)] = rb;
+          k_cache[slot + (c0 - q_size)] = to_cache<C>(rotated.x);
+          k_cache[slot + (c1 - q_size)] = to_cache<C>(rotated.y);
         }
       } else {
         const int col = base + rotary_dim + (r - half);
-        T v = row[col];
+        float v = to_f(row[col]);
         if (bias) {
-          v = from_f<T>(to_f(v) + to_f(bias[col]));
-          row[col] = v;
+          v += to_f(bias[col]);
+          row[col] = from_f<T>(v);
         }
-        if (is_k && seq >= 0) k_cache[slot + (col - q_size)] = v;
+        if (is_k && seq >= 0) k_cache[slot + (col - q_size)] = to_cache<C>(v);
       }
     } else {
       const int d = u - qk_units;
       const int col = q_size + kv_size + d;
-      T v = row[col];
+      float v = to_f(row[col]);
       if (bias) {
-        v = from_f<T>(to_f(v) + to_f(bias[col]));
-        row[col] = v;
+        v += to_f(bias[col]);
+        row[col] = from_f<T>(v);
       }
-      if (seq >= 0) v_cache[slot + d] = v;
+      if (seq >= 0) v_cache[slot + d] = to_cache<C>(v);
     }
   }
 }
 
 }  // namespace
 
-template <typename T>
+template <typename T, typename C>
 void rope_write_kv(T* qkv, int qkv_stride, const T* qkv_bias, const int32_t* token_pos,
-                   const float* inv_freq, int rotary_dim, int heads, T* k_cache, T* v_cache,
+                   const float* inv_freq, int rotary_dim, int heads, C* k_cache, C* v_cache,
                    const int32_t* block_tables, const int32_t* token_seq, int tokens,
                    const PagedKvLayout& layout, cudaStream_t stream) {
   if (tokens == 0) return;
@@ -89,18 +90,16 @@ void rope_write_kv(T* qkv, int qkv_stride, const T* qkv_bias, const int32_t* tok
                     layout.kv_heads * layout.head_dim;
   const int threads = std::min(256, (units + 31) / 32 * 32);
   const dim3 grid(unsigned(tokens), unsigned((units + threads - 1) / threads));
-  pdl::launch_dependent(rope_write_kv_kernel<T>, dim3(grid), dim3(threads), 0, stream, qkv,
+  pdl::launch_dependent(rope_write_kv_kernel<T, C>, dim3(grid), dim3(threads), 0, stream, qkv,
                         qkv_stride, qkv_bias, token_pos, inv_freq, rotary_dim, heads, k_cache,
                         v_cache, block_tables, token_seq, layout);
 }
 
-#define LMX_INSTANTIATE(T)                                                                      \
-  template void rope_write_kv<T>(T*, int, const T*, const int32_t*, const float*, int, int, T*, \
-                                 T*, const int32_t*, const int32_t*, int, const PagedKvLayout&, \
-                                 cudaStream_t);
-LMX_INSTANTIATE(float)
-LMX_INSTANTIATE(__half)
-LMX_INSTANTIATE(__nv_bfloat16)
+#define LMX_INSTANTIATE(T, C)                                                                 \
+  template void rope_write_kv<T, C>(T*, int, const T*, const int32_t*, const float*, int, int, \
+                                    C*, C*, const int32_t*, const int32_t*, int,               \
+                                    const PagedKvLayout&, cudaStream_t);
+LMX_KV_CACHE_TYPES(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 
 }  // namespace lmx::kernels::cuda

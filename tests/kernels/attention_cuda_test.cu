@@ -5,12 +5,15 @@
 // 64/80/96/128, window 0, 4096 and 7, in fp16 and bf16; plus the benchmark's MHA decode shapes
 // (batch 1 x 512, 1 x 8192, 32 x 512: the split plans of the cluster-merged kernel).
 // Inputs are rounded to the dtype first, so the reference sees exactly what the GPU sees.
+// The same decode and prefill cases also run over fp8 (E4M3) caches: the cache values are E4M3
+// values (exact in fp16 and bf16), so the tolerances stay those of T.
 // Tolerances (relative L2 over the whole output): fp16 3e-3, bf16 1e-2. Output rounding alone is
 // ~3e-4 / 2.3e-3 rms relative (half an ulp of 11 / 8 bits, uniform); the prefill kernel also
 // rounds P (in [0, 1]) to the dtype before the PV product, adding about as much again.
 // Outputs are poisoned with NaN first: every element must be written.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -67,9 +70,9 @@ struct Scenario {
   kernels::PagedKvLayout layout{};
   int num_blocks = 0;
   std::vector<int32_t> tables;          // [seqs, max_blocks], unused entries -1
-  std::vector<float> k_cache, v_cache;  // rounded to T
+  std::vector<float> k_cache, v_cache;  // rounded to the cache type C
 
-  template <typename T>
+  template <typename C>
   void build(const Shape& s, std::mt19937& rng) {
     int max_blocks = 0;
     for (int len : lens) {
@@ -90,8 +93,8 @@ struct Scenario {
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     k_cache.resize(n);
     v_cache.resize(n);
-    for (size_t i = 0; i < n; ++i) k_cache[i] = float(T(u(rng)));
-    for (size_t i = 0; i < n; ++i) v_cache[i] = float(T(u(rng)));
+    for (size_t i = 0; i < n; ++i) k_cache[i] = float(C(u(rng)));
+    for (size_t i = 0; i < n; ++i) v_cache[i] = float(C(u(rng)));
   }
 };
 
@@ -113,14 +116,14 @@ struct Batch {
 
 enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill };
 
-// Sequences of the given lengths (default kLens), batch tokens over them.
-template <typename T>
+// Sequences of the given lengths (default kLens), batch tokens over them; caches of C.
+template <typename T, typename C = T>
 void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
            const std::vector<int>& lens = kLens) {
   std::mt19937 rng(seed);
   Scenario sc;
   sc.lens = lens;
-  sc.build<T>(s, rng);
+  sc.build<C>(s, rng);
   const int tokens = batch.tokens(), D = s.head_dim;
   const int q_stride = (s.heads + 2 * s.kv_heads) * D;  // as in a fused qkv projection
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -133,15 +136,16 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
                                 sc.tables.data(), batch.seq.data(), batch.pos.data(), ref.data(),
                                 tokens, s.heads, scale, s.window, sc.layout);
 
-  const std::vector<T> hq = to_dtype<T>(q), hk = to_dtype<T>(sc.k_cache),
-                       hv = to_dtype<T>(sc.v_cache);
-  test::Dev<T> dq(hq.size()), dk(hk.size()), dv(hv.size()), dout(ref.size());
+  const std::vector<T> hq = to_dtype<T>(q);
+  const std::vector<C> hk = to_dtype<C>(sc.k_cache), hv = to_dtype<C>(sc.v_cache);
+  test::Dev<T> dq(hq.size()), dout(ref.size());
+  test::Dev<C> dk(hk.size()), dv(hv.size());
   test::Dev<int32_t> dtab(sc.tables.size()), dseq(tokens), dpos(tokens),
       dcu(std::max<size_t>(batch.cu_q.size(), 1));
   ASSERT_TRUE(dq.p && dk.p && dv.p && dout.p && dtab.p && dseq.p && dpos.p && dcu.p);
   LMX_CUDA_OK(cudaMemcpy(dq.p, hq.data(), hq.size() * sizeof(T), cudaMemcpyHostToDevice));
-  LMX_CUDA_OK(cudaMemcpy(dk.p, hk.data(), hk.size() * sizeof(T), cudaMemcpyHostToDevice));
-  LMX_CUDA_OK(cudaMemcpy(dv.p, hv.data(), hv.size() * sizeof(T), cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dk.p, hk.data(), hk.size() * sizeof(C), cudaMemcpyHostToDevice));
+  LMX_CUDA_OK(cudaMemcpy(dv.p, hv.data(), hv.size() * sizeof(C), cudaMemcpyHostToDevice));
   LMX_CUDA_OK(cudaMemcpy(dtab.p, sc.tables.data(), sc.tables.size() * 4, cudaMemcpyHostToDevice));
   LMX_CUDA_OK(cudaMemcpy(dseq.p, batch.seq.data(), tokens * 4, cudaMemcpyHostToDevice));
   LMX_CUDA_OK(cudaMemcpy(dpos.p, batch.pos.data(), tokens * 4, cudaMemcpyHostToDevice));
@@ -269,6 +273,31 @@ TYPED_TEST(PagedAttentionCuda, PrefillMatchesCpu) {
   LMX_REQUIRE_GPU();
   uint32_t seed = 100;
   for (const Shape& s : kShapes) check<TypeParam>(s, prefill_batch(), Kernel::kPrefill, seed++);
+}
+
+// fp8 (E4M3) caches: the decode kernels (both variants, split plans of the MHA shapes, windows)
+// and the prefill kernel, against the reference over the same E4M3 values.
+using KvFp8 = __nv_fp8_e4m3;
+
+TYPED_TEST(PagedAttentionCuda, DecodeOverFp8CacheMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  uint32_t seed = 200;
+  for (const Shape& s : kShapes)
+    check<TypeParam, KvFp8>(s, decode_batch(), Kernel::kDecode, seed++);
+  check<TypeParam, KvFp8>({16, 8, 80, 0}, decode_batch(), Kernel::kDecode, seed++);
+  check<TypeParam, KvFp8>({12, 12, 96, 7}, decode_batch(), Kernel::kDecode, seed++);
+  check<TypeParam, KvFp8>({32, 16, 64, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, seed++);
+  const Shape mha{32, 32, 128, 0};
+  check<TypeParam, KvFp8>(mha, last_tokens(1, 8192), Kernel::kDecode, seed++, {8192});
+  check<TypeParam, KvFp8>(mha, last_tokens(32, 512), Kernel::kDecode, seed++,
+                          std::vector<int>(32, 512));
+}
+
+TYPED_TEST(PagedAttentionCuda, PrefillOverFp8CacheMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  uint32_t seed = 300;
+  for (const Shape& s : kShapes)
+    check<TypeParam, KvFp8>(s, prefill_batch(), Kernel::kPrefill, seed++);
 }
 
 }  // namespace

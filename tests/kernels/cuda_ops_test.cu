@@ -2,6 +2,9 @@
 // (tokens 1, 7, 83; hidden 67, 4096, 5120, plus rows long enough for the norms' fallback path).
 // Outputs are poisoned with NaN first, so an unwritten element fails. Tolerances: Tol<T> in
 // cuda_test_util.h (one rounding of an fp32 result to T); copies are compared exactly.
+#include <cuda_fp8.h>
+
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -179,10 +182,9 @@ TYPED_TEST(CudaOps, Activations) {
   }
 }
 
-// Rotary + qkv bias + paged KV write against cpu::rope_write_kv.
-TYPED_TEST(CudaOps, RopeWriteKv) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
+// One cache type C of the rope + KV-write test below.
+template <typename T, typename C>
+void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
   struct Cfg {
     int heads, kv_heads, head_dim, rotary_dim;
     bool bias;
@@ -216,8 +218,9 @@ TYPED_TEST(CudaOps, RopeWriteKv) {
       std::vector<float> ref_qkv = qkv, kc(cache_n, NAN), vc(cache_n, NAN);
       cpu::rope_write_kv(ref_qkv.data(), stride, c.bias ? bias.data() : nullptr, pos.data(),
                          c.rotary_dim ? inv_freq.data() : nullptr, c.rotary_dim, c.heads,
-                         kc.data(), vc.data(), tables.data(), seq.data(), tokens, L);
-      Dev<T> dqkv(qkv.size()), db(bias.size()), dkc(cache_n), dvc(cache_n);
+                         kc.data(), vc.data(), tables.data(), seq.data(), tokens, L, storage);
+      Dev<T> dqkv(qkv.size()), db(bias.size());
+      Dev<C> dkc(cache_n), dvc(cache_n);
       Dev<float> dfreq(inv_freq.size());
       Dev<int32_t> dtab(tables.size()), dseq(tokens), dpos(tokens);
       dqkv.upload(qkv), db.upload(bias), dfreq.upload(inv_freq), dtab.upload(tables);
@@ -242,10 +245,21 @@ TYPED_TEST(CudaOps, RopeWriteKv) {
       }
       EXPECT_EQ(stray, 0u) << "writes outside the token slots";
       EXPECT_GT(rk.size(), 0u);
-      EXPECT_LE(rel_l2(wk, rk), Tol<T>::rel) << "k cache, tokens " << tokens;
-      EXPECT_LE(rel_l2(wv, rv), Tol<T>::rel) << "v cache, tokens " << tokens;
+      EXPECT_LE(rel_l2(wk, rk), cache_tol) << "k cache, tokens " << tokens;
+      EXPECT_LE(rel_l2(wv, rv), cache_tol) << "v cache, tokens " << tokens;
     }
   }
+}
+
+// Rotary + qkv bias + paged KV write against cpu::rope_write_kv, into a cache of T and into an
+// fp8 (E4M3) cache (the reference stores round_to_e4m3 of its fp32 values; the kernel rounds its
+// own fp32 values once, so a value whose fp32 result differs in the last bit can round to the
+// neighbouring E4M3 value: tolerance 5e-3 there).
+TYPED_TEST(CudaOps, RopeWriteKv) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  run_rope_write_kv<T, T>(kernels::KvDtype::model, Tol<T>::rel);
+  run_rope_write_kv<T, __nv_fp8_e4m3>(kernels::KvDtype::fp8_e4m3, std::max(Tol<T>::rel, 5e-3));
 }
 
 }  // namespace

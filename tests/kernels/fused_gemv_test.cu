@@ -4,6 +4,7 @@
 // Tolerances: Tol<T> (one rounding of an fp32 result to T), except where the test says.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstdint>
@@ -174,10 +175,11 @@ TYPED_TEST(FusedGemvCuda, FoldedNormWeightMatchesRmsNormThenLinear) {
 
 // The rope epilogue against the CPU's norm, linear and rope_write_kv: q (rotated) in qkv, k and v
 // in the cache slots of each token; a padding row (token_seq -1) writes no cache. Full and
-// partial rotary, MHA and GQA, with and without the qkv bias.
-TYPED_TEST(FusedGemvCuda, RopeEpilogueMatchesRopeWriteKv) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
+// partial rotary, MHA and GQA, with and without the qkv bias; a cache of T, and an fp8 (E4M3)
+// cache (reference: round_to_e4m3 of its fp32 values; an fp32 result a bit off can round to the
+// neighbouring E4M3 value, so the cache tolerance there is 5e-3).
+template <typename T, typename C>
+void run_rope_epilogue(kernels::KvDtype storage, double cache_tol) {
   std::mt19937 rng(6);
   struct Case {
     int heads, kv_heads, head_dim, rotary_dim, K;
@@ -209,14 +211,14 @@ TYPED_TEST(FusedGemvCuda, RopeEpilogueMatchesRopeWriteKv) {
         std::vector<float> k_ref(cache_elems, 0.0f), v_ref(cache_elems, 0.0f);
         kr::rope_write_kv(qkv.data(), N, with_bias ? bias.data() : nullptr, pos.data(),
                           inv_freq.data(), c.rotary_dim, c.heads, k_ref.data(), v_ref.data(),
-                          tables.data(), seq.data(), M, L);
+                          tables.data(), seq.data(), M, L, storage);
         std::vector<float> q_ref;
         for (int m = 0; m < M; ++m)
           q_ref.insert(q_ref.end(), qkv.begin() + size_t(m) * N,
                        qkv.begin() + size_t(m) * N + q_size);
 
         Dev<T> dx(x.size()), dw(w.size()), db(bias.size()), dqkv(size_t(M) * N);
-        Dev<T> dk(cache_elems), dv(cache_elems);
+        Dev<C> dk(cache_elems), dv(cache_elems);
         Dev<float> dfreq(inv_freq.size());
         Dev<int32_t> dpos(pos.size()), dseq(seq.size()), dtab(tables.size());
         dx.upload(x);
@@ -242,9 +244,16 @@ TYPED_TEST(FusedGemvCuda, RopeEpilogueMatchesRopeWriteKv) {
                                   std::to_string(c.rotary_dim) + " bias " +
                                   std::to_string(with_bias) + " M " + std::to_string(M);
         EXPECT_LT(rel_l2(q_got, q_ref), Tol<T>::rel) << "q, " << where;
-        EXPECT_LT(rel_l2(dk.download_f(), k_ref), Tol<T>::rel) << "k cache, " << where;
-        EXPECT_LT(rel_l2(dv.download_f(), v_ref), Tol<T>::rel) << "v cache, " << where;
+        EXPECT_LT(rel_l2(dk.download_f(), k_ref), cache_tol) << "k cache, " << where;
+        EXPECT_LT(rel_l2(dv.download_f(), v_ref), cache_tol) << "v cache, " << where;
       }
+}
+
+TYPED_TEST(FusedGemvCuda, RopeEpilogueMatchesRopeWriteKv) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  run_rope_epilogue<T, T>(kernels::KvDtype::model, Tol<T>::rel);
+  run_rope_epilogue<T, __nv_fp8_e4m3>(kernels::KvDtype::fp8_e4m3, std::max(Tol<T>::rel, 5e-3));
 }
 
 }  // namespace

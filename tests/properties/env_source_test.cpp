@@ -34,6 +34,14 @@ TEST(EnvSource, OptionVariablesAreLowerCased) {
   EXPECT_EQ(find_var(s, "OPTION_MODEL_ID")->key, "option.model_id");
 }
 
+TEST(EnvSource, KvCacheDtypeVariable) {
+  const auto s = map_environment(Environment::from_map({{"OPTION_KV_CACHE_DTYPE", "FP8"}}));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].key, "option.kv_cache_dtype");
+  EXPECT_EQ(s[0].value, "FP8");
+  EXPECT_EQ(s[0].layer, EnvLayer::Option);
+}
+
 TEST(EnvSource, ServingVariablesMapToServerKeys) {
   const auto s = map_environment(Environment::from_map(
       {{"SERVING_JOB_QUEUE_SIZE", "10"}, {"SERVING_CHUNKED_READ_TIMEOUT", "5"}}));

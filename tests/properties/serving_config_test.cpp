@@ -4,6 +4,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
@@ -49,6 +51,7 @@ TEST(ServingConfig, LmiDefaultsWithoutAnyConfiguration) {
   EXPECT_EQ(c.model_id, "");
   EXPECT_EQ(c.tensor_parallel_degree, 1);
   EXPECT_EQ(c.dtype, Dtype::Auto);
+  EXPECT_EQ(c.kv_cache_dtype, KvCacheDtype::Auto);
   EXPECT_EQ(c.max_tokens, 1024);
   EXPECT_EQ(c.quantize, Quantize::None);
   EXPECT_FALSE(c.smoothquant_alpha.has_value());
@@ -191,6 +194,39 @@ TEST(ServingConfig, ValuesAreTrimmedAndCaseInsensitive) {
   EXPECT_EQ(c.source_of("option.dtype").raw, "FP32   ");
   EXPECT_EQ(c.rolling_batch, RollingBatch::Auto);
   EXPECT_FALSE(c.enable_cuda_graph);
+}
+
+TEST(ServingConfig, KvCacheDtypeSpellings) {
+  const std::vector<std::pair<std::string, KvCacheDtype>> cases = {
+      {"auto", KvCacheDtype::Auto},        {"AUTO", KvCacheDtype::Auto},
+      {"fp8", KvCacheDtype::Fp8E4m3},      {" FP8 ", KvCacheDtype::Fp8E4m3},
+      {"fp8_e4m3", KvCacheDtype::Fp8E4m3}, {"Fp8_E4M3\t", KvCacheDtype::Fp8E4m3}};
+  for (const auto& [text, want] : cases) {
+    SCOPED_TRACE(text);
+    TempModelDir dir("option.kv_cache_dtype=" + text + "\n");
+    const ServingConfig c = load(dir);
+    EXPECT_EQ(c.kv_cache_dtype, want);
+    EXPECT_EQ(c.source_of("option.kv_cache_dtype").kind, Kind::File);
+    EXPECT_EQ(to_json(c)["settings"]["option.kv_cache_dtype"]["value"],
+              want == KvCacheDtype::Auto ? "auto" : "fp8_e4m3");  // canonical spelling
+  }
+}
+
+TEST(ServingConfig, KvCacheDtypeFromEnvironmentAndFileWins) {
+  TempModelDir dir;
+  const ServingConfig c = load(dir, {{"OPTION_KV_CACHE_DTYPE", "fp8"}});
+  EXPECT_EQ(c.kv_cache_dtype, KvCacheDtype::Fp8E4m3);
+  EXPECT_EQ(c.source_of("option.kv_cache_dtype").kind, Kind::Environment);
+  EXPECT_EQ(c.source_of("option.kv_cache_dtype").describe(),
+            "environment variable OPTION_KV_CACHE_DTYPE");
+  // The CPU backend emulates fp8 storage; the report says so.
+  EXPECT_TRUE(contains(c.source_of("option.kv_cache_dtype").note, "emulated on cpu"));
+  EXPECT_TRUE(c.warnings.empty());
+
+  TempModelDir file("option.kv_cache_dtype=auto\n");
+  const ServingConfig f = load(file, {{"OPTION_KV_CACHE_DTYPE", "fp8"}});
+  EXPECT_EQ(f.kv_cache_dtype, KvCacheDtype::Auto);
+  EXPECT_EQ(f.source_of("option.kv_cache_dtype").kind, Kind::File);
 }
 
 TEST(ServingConfig, MaxTensorParallelIsAllVisibleGpus) {
@@ -336,6 +372,7 @@ TEST(ServingConfig, QueueSmallerThanBatchWarns) {
 TEST(ServingConfig, WiderCapabilitiesAcceptEverything) {
   TempModelDir dir(
       "option.dtype=bf16\n"
+      "option.kv_cache_dtype=fp8\n"
       "option.quantize=smoothquant\n"
       "option.smoothquant_alpha=0.75\n"
       "option.tensor_parallel_degree=2\n"
@@ -346,6 +383,7 @@ TEST(ServingConfig, WiderCapabilitiesAcceptEverything) {
       "batch_size=4\n");
   const ServingConfig c = load(dir, {}, 2, EngineCapabilities::everything());
   EXPECT_EQ(c.dtype, Dtype::Bf16);
+  EXPECT_EQ(c.kv_cache_dtype, KvCacheDtype::Fp8E4m3);
   EXPECT_EQ(c.quantize, Quantize::SmoothQuant);
   ASSERT_TRUE(c.smoothquant_alpha.has_value());
   EXPECT_DOUBLE_EQ(*c.smoothquant_alpha, 0.75);
@@ -380,6 +418,8 @@ TEST(ServingConfig, JsonReportHasValueAndSourcePerKey) {
   EXPECT_TRUE(s["option.quantize"]["value"].is_null());
   EXPECT_TRUE(s["option.smoothquant_alpha"]["value"].is_null());
   EXPECT_EQ(s["option.device"]["value"], "cpu");
+  EXPECT_EQ(s["option.kv_cache_dtype"]["value"], "auto");
+  EXPECT_EQ(s["option.kv_cache_dtype"]["source"], "default");
   EXPECT_EQ(s["option.model_id"]["value"], dir.path().string());
   EXPECT_EQ(j["unknown"]["foo"], "bar");
   ASSERT_EQ(j["warnings"].size(), c.warnings.size());

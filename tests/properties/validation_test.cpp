@@ -48,6 +48,10 @@ const std::vector<BadValue> kBadValues = {
     {"option.tensor_parallel_degree", "1.5", "a positive integer or max"},
     {"option.dtype", "fp8", "fp32, fp16, bf16, auto"},
     {"option.dtype", "int8", "option.quantize=dynamic_int8"},
+    {"option.kv_cache_dtype", "fp8_e5m2", "auto, fp8, fp8_e4m3"},
+    {"option.kv_cache_dtype", "int8", "auto, fp8, fp8_e4m3"},
+    {"option.kv_cache_dtype", "fp16", "auto, fp8, fp8_e4m3"},
+    {"option.kv_cache_dtype", "", "auto, fp8, fp8_e4m3"},
     {"option.max_tokens", "0", "an integer >= 1"},
     {"option.max_tokens", "-5", "an integer >= 1"},
     {"option.max_tokens", "12abc", "an integer >= 1"},
@@ -170,6 +174,27 @@ TEST(Validation, DtypeAutoAndFp32AreSupportedNow) {
                                         EngineCapabilities::cpu_only()))
         << v;
   }
+}
+
+// The whole message of a bad option.kv_cache_dtype, as a user sees it.
+TEST(Validation, KvCacheDtypeErrorNamesKeyValueSourceAndAllowed) {
+  TempModelDir dir("option.kv_cache_dtype=e4m3\n");
+  EXPECT_EQ(error_of(dir), "invalid value 'e4m3' for option.kv_cache_dtype (from line 1 of " +
+                               dir.props() + "): allowed: auto, fp8, fp8_e4m3");
+  TempModelDir env_dir;
+  EXPECT_EQ(error_of(env_dir, {{"OPTION_KV_CACHE_DTYPE", "FP8_E5M2"}}),
+            "invalid value 'FP8_E5M2' for option.kv_cache_dtype (from environment variable "
+            "OPTION_KV_CACHE_DTYPE): allowed: auto, fp8, fp8_e4m3");
+}
+
+// fp8 needs no capability: the CPU backend emulates it, the CUDA backend stores bytes.
+TEST(Validation, KvCacheDtypeFp8IsSupportedOnEveryDevice) {
+  TempModelDir dir("option.kv_cache_dtype=fp8\n");
+  EXPECT_NO_THROW(
+      load_serving_config(dir.path(), Environment::from_map({}), EngineCapabilities::cpu_only()));
+  EXPECT_NO_THROW(load_serving_config(dir.path(),
+                                      Environment::from_map({{"OPTION_DEVICE", "cuda"}}, 1),
+                                      EngineCapabilities::everything()));
 }
 
 TEST(Validation, SmoothquantAlphaNeedsSmoothquant) {

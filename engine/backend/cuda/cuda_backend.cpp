@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <map>
@@ -29,6 +30,8 @@ namespace k = kernels::cuda;
 
 template <typename T>
 constexpr bool kTunedAttention = !std::is_same_v<T, float>;
+
+using KvFp8 = __nv_fp8_e4m3;  // the fp8 cache's element type (kernels/cuda/kv_types.cuh)
 
 // Host-side plan of one forward: all int32 metadata packed for one copy to the device.
 struct StepMeta {
@@ -395,11 +398,12 @@ class CudaBackend final : public Backend {
     const float eps = desc_.norm_eps;
     if (rope_in_qkv_epilogue_) {  // rope + K/V write in the projection's epilogue
       mark("qkv_proj_rope_kv");
-      k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), QKV, ptr(L.qkv_b),
-                                      d + m.pos, inv_freq_.get(), desc_.rope.rotary_dim,
-                                      desc_.num_heads, k_cache_[size_t(l)].get(),
-                                      v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, H,
-                                      layout_, stream_);
+      with_kv_cache(l, [&](auto* kc, auto* vc) {
+        k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), QKV,
+                                        ptr(L.qkv_b), d + m.pos, inv_freq_.get(),
+                                        desc_.rope.rotary_dim, desc_.num_heads, kc, vc,
+                                        d + m.tables, d + m.seq, n, H, layout_, stream_);
+      });
     } else {
       mark("qkv_proj");
       k::skinny_linear_rms<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), n, QKV, H, stream_);
@@ -434,9 +438,23 @@ class CudaBackend final : public Backend {
       k::bias_add<T>(qkv_.get(), qkv_bias, nullptr, qkv_.get(), n, QKV, stream_);
       qkv_bias = nullptr;
     }
-    k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos, rotary ? inv_freq_.get() : nullptr,
-                        rotary ? desc_.rope.rotary_dim : 0, desc_.num_heads, k_cache_[size_t(l)].get(),
-                        v_cache_[size_t(l)].get(), d + m.tables, d + m.seq, n, layout_, stream_);
+    with_kv_cache(l, [&](auto* kc, auto* vc) {
+      k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos,
+                          rotary ? inv_freq_.get() : nullptr, rotary ? desc_.rope.rotary_dim : 0,
+                          desc_.num_heads, kc, vc, d + m.tables, d + m.seq, n, layout_, stream_);
+    });
+  }
+
+  // Calls fn(k_cache, v_cache) with layer l's caches as pointers to their element type: T, or
+  // KvFp8 when opts_.kv_dtype is fp8_e4m3.
+  template <typename Fn>
+  void with_kv_cache(int l, Fn&& fn) {
+    unsigned char* kc = k_cache_[size_t(l)].get();
+    unsigned char* vc = v_cache_[size_t(l)].get();
+    if (opts_.kv_dtype == kernels::KvDtype::fp8_e4m3)
+      fn(reinterpret_cast<KvFp8*>(kc), reinterpret_cast<KvFp8*>(vc));
+    else
+      fn(reinterpret_cast<T*>(kc), reinterpret_cast<T*>(vc));
   }
 
   void attention(int l, const StepMeta& m, const int32_t* d) {
@@ -444,24 +462,26 @@ class CudaBackend final : public Backend {
     const int QKV = desc_.qkv_size();
     const int window = desc_.sliding_window[size_t(l)];
     const float scale = desc_.attention_scale();
-    const T* kc = k_cache_[size_t(l)].get();
-    const T* vc = v_cache_[size_t(l)].get();
-    if constexpr (kTunedAttention<T>) {
-      if (!opts_.generic_attention && k::tuned_attention_head_dim(desc_.head_dim) && QKV % 8 == 0) {
-        if (m.max_chunk == 1)
-          k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                       attn_.get(), m.tokens, desc_.num_heads, scale, window,
-                                       layout_, m.max_context, workspace_.get(),
-                                       workspace_.size(), stream_);
-        else
-          k::paged_attention_prefill<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                        d + m.cu_q, m.seqs, m.max_chunk, attn_.get(),
-                                        desc_.num_heads, scale, window, layout_, stream_);
-        return;
+    with_kv_cache(l, [&](const auto* kc, const auto* vc) {
+      if constexpr (kTunedAttention<T>) {
+        if (!opts_.generic_attention && k::tuned_attention_head_dim(desc_.head_dim) &&
+            QKV % 8 == 0) {
+          if (m.max_chunk == 1)
+            k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
+                                         attn_.get(), m.tokens, desc_.num_heads, scale, window,
+                                         layout_, m.max_context, workspace_.get(),
+                                         workspace_.size(), stream_);
+          else
+            k::paged_attention_prefill<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
+                                          d + m.cu_q, m.seqs, m.max_chunk, attn_.get(),
+                                          desc_.num_heads, scale, window, layout_, stream_);
+          return;
+        }
       }
-    }
-    k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos, attn_.get(),
-                                  m.tokens, desc_.num_heads, scale, window, layout_, stream_);
+      k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
+                                    attn_.get(), m.tokens, desc_.num_heads, scale, window, layout_,
+                                    stream_);
+    });
   }
 
   // Packs the step's metadata. With pad_to > 0 (a graph bucket) the batch is padded with
@@ -563,8 +583,10 @@ class CudaBackend final : public Backend {
   // The memory plan: what is left after weights and scratch holds the KV cache.
   void allocate_kv() {
     kv_.block_size = opts_.kv_block_size;
+    kv_.dtype = opts_.kv_dtype;
     layout_ = {kv_.block_size, desc_.num_kv_heads, desc_.head_dim, 1};
-    const size_t per_block_layer = size_t(kv_.block_size) * desc_.kv_size() * sizeof(T);
+    const size_t per_block_layer = size_t(kv_.block_size) * desc_.kv_size() *
+                                   size_t(kernels::kv_value_bytes(opts_.kv_dtype, sizeof(T)));
     const size_t per_block = 2 * per_block_layer * size_t(desc_.num_layers);
     size_t free_bytes = 0, total_bytes = 0;
     LMX_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -580,14 +602,15 @@ class CudaBackend final : public Backend {
     kv_.num_blocks = int(blocks);
     null_block_ = int32_t(blocks);  // one more block, never handed out: graph padding rows use it
     for (int l = 0; l < desc_.num_layers; ++l) {
-      k_cache_.emplace_back(size_t(blocks + 1) * per_block_layer / sizeof(T));
-      v_cache_.emplace_back(size_t(blocks + 1) * per_block_layer / sizeof(T));
+      k_cache_.emplace_back(size_t(blocks + 1) * per_block_layer);
+      v_cache_.emplace_back(size_t(blocks + 1) * per_block_layer);
       LMX_CUDA_CHECK(cudaMemset(k_cache_.back().get(), 0, k_cache_.back().bytes()));
       LMX_CUDA_CHECK(cudaMemset(v_cache_.back().get(), 0, v_cache_.back().bytes()));
     }
-    spdlog::info("CUDA memory plan: weights {:.2f} GiB, KV cache {} blocks ({:.2f} GiB), {:.2f} GiB "
-                 "free before the cache", w_.bytes / 1073741824.0, blocks,
-                 double(blocks) * per_block / 1073741824.0, free_bytes / 1073741824.0);
+    spdlog::info("CUDA memory plan: weights {:.2f} GiB, KV cache {} blocks ({:.2f} GiB, {}), "
+                 "{:.2f} GiB free before the cache", w_.bytes / 1073741824.0, blocks,
+                 double(blocks) * per_block / 1073741824.0, kernels::kv_dtype_name(opts_.kv_dtype),
+                 free_bytes / 1073741824.0);
   }
 
   DecoderDesc desc_;
@@ -598,7 +621,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   k::GemmContext gemm_;
   DeviceBuffer<float> inv_freq_;
-  std::vector<DeviceBuffer<T>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_heads, head_dim]
+  // Per layer [blocks, block_size, kv_heads, head_dim] of T or KvFp8 (with_kv_cache), as bytes.
+  std::vector<DeviceBuffer<unsigned char>> k_cache_, v_cache_;
   DeviceBuffer<T> x_, h_, delta_, qkv_, attn_, up_, act_, gathered_;
   bool norms_folded_ = false;  // layer norm weights folded into the projections (fold_norm_weights)
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded

@@ -8,6 +8,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/model.h"
+#include "kernels/kv_dtype.h"
 
 namespace lmx {
 
@@ -16,6 +17,9 @@ CudaDtype parse_cuda_dtype(const std::string& name);  // "fp32", "fp16", "bf16"
 
 struct CudaBackendOptions {
   CudaDtype dtype = CudaDtype::F16;
+  // How the KV cache stores K and V (kernels/kv_dtype.h): the compute dtype, or fp8 E4M3 (half
+  // the bytes of fp16; the memory plan's blocks are sized by it).
+  kernels::KvDtype kv_dtype = kernels::KvDtype::model;
   int kv_block_size = 16;
   // KV blocks wanted (max_tokens x max_rolling_batch_size worth); 0 = all memory left after the
   // weights and scratch, minus `reserve_bytes`. Too many for the GPU is an error naming numbers.
