@@ -37,6 +37,7 @@ using KvFp8 = __nv_fp8_e4m3;  // the fp8 cache's element type (kernels/cuda/kv_t
 struct StepMeta {
   std::vector<int32_t> packed;  // ids | pos | seq | tables | cu_q | logit_rows
   int tokens = 0, seqs = 0, max_blocks = 0, logit_rows = 0, max_chunk = 0, max_context = 0;
+  int lead_single = 0;  // leading chunks of one token (the scheduler puts decode tokens first)
   size_t ids = 0, pos = 0, seq = 0, tables = 0, cu_q = 0, rows = 0;  // offsets into packed
 };
 
@@ -466,15 +467,19 @@ class CudaBackend final : public Backend {
       if constexpr (kTunedAttention<T>) {
         if (!opts_.generic_attention && k::tuned_attention_head_dim(desc_.head_dim) &&
             QKV % 8 == 0) {
-          if (m.max_chunk == 1)
+          // The leading one-token chunks (decode tokens) through the decode kernel, the rest
+          // (prefill chunks) through the prefill kernel: its cu_q entries are absolute token
+          // indices, so it takes the chunk list from chunk lead_single on, unchanged.
+          if (m.lead_single > 0)
             k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                         attn_.get(), m.tokens, desc_.num_heads, scale, window,
-                                         layout_, m.max_context, workspace_.get(),
+                                         attn_.get(), m.lead_single, desc_.num_heads, scale,
+                                         window, layout_, m.max_context, workspace_.get(),
                                          workspace_.size(), stream_);
-          else
+          if (m.lead_single < m.seqs)
             k::paged_attention_prefill<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                          d + m.cu_q, m.seqs, m.max_chunk, attn_.get(),
-                                          desc_.num_heads, scale, window, layout_, stream_);
+                                          d + m.cu_q + m.lead_single, m.seqs - m.lead_single,
+                                          m.max_chunk, attn_.get(), desc_.num_heads, scale,
+                                          window, layout_, stream_);
           return;
         }
       }
@@ -493,6 +498,7 @@ class CudaBackend final : public Backend {
     const int real = int(chunks.size());
     m.seqs = std::max(real, pad_to);
     for (const BatchChunk& c : chunks) {
+      if (c.tokens.size() == 1 && m.lead_single == m.tokens) ++m.lead_single;
       m.tokens += int(c.tokens.size());
       m.max_blocks = std::max(m.max_blocks, int(c.block_table.size()));
       m.max_chunk = std::max(m.max_chunk, int(c.tokens.size()));
@@ -506,7 +512,7 @@ class CudaBackend final : public Backend {
       throw_error("batch of {} tokens in {} sequences exceeds the CUDA backend's limits ({} tokens, "
                   "{} sequences)", m.tokens, m.seqs, opts_.max_step_tokens, opts_.max_sequences);
     if (pad_to > 0) {
-      m.tokens = m.logit_rows = pad_to;
+      m.tokens = m.logit_rows = m.lead_single = pad_to;
       m.max_chunk = 1;
       m.max_blocks = max_blocks_;
       int ctx = min_context;
