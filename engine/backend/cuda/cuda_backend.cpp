@@ -30,6 +30,11 @@ namespace k = kernels::cuda;
 
 template <typename T>
 constexpr bool kTunedAttention = !std::is_same_v<T, float>;
+// The weight-streaming GEMV and the fused decode projections (kernels/cuda/gemv.cu) exist for
+// fp16 / bf16 only; `if constexpr` keeps fp32 builds from referring to them at all (at -O0 a
+// runtime test alone left undefined references).
+template <typename T>
+constexpr bool kSkinnyGemv = !std::is_same_v<T, float>;
 
 using KvFp8 = __nv_fp8_e4m3;  // the fp8 cache's element type (kernels/cuda/kv_types.cuh)
 
@@ -194,10 +199,10 @@ class CudaBackend final : public Backend {
 
   // y[M, N] = x[M, K] w[N, K]^T: the weight-streaming kernel for decode-sized M, cuBLAS otherwise.
   void linear(const T* x, const T* w, T* y, int M, int N, int K) {
-    if (skinny(M, K))
-      k::skinny_linear<T>(x, w, y, M, N, K, stream_);
-    else
-      k::linear<T>(gemm_, x, w, y, M, N, K, stream_);
+    if constexpr (kSkinnyGemv<T>) {
+      if (skinny(M, K)) return k::skinny_linear<T>(x, w, y, M, N, K, stream_);
+    }
+    k::linear<T>(gemm_, x, w, y, M, N, K, stream_);
   }
 
   // The decode path that runs the norms inside the projections (see CudaBackendOptions): each
@@ -239,10 +244,13 @@ class CudaBackend final : public Backend {
                     stream_);
     const bool fused = fused_decode(n);
     for (int l = 0; l < desc_.num_layers; ++l) {
-      if (fused)
-        run_layer_fused_decode(l, m, d);
-      else
-        run_layer(l, m, d);
+      if constexpr (kSkinnyGemv<T>) {
+        if (fused) {
+          run_layer_fused_decode(l, m, d);
+          continue;
+        }
+      }
+      run_layer(l, m, d);
     }
     // Final norm (adding the last MLP output unless the down projection did), gather the rows that
     // need logits, LM head in fp32.
@@ -250,10 +258,15 @@ class CudaBackend final : public Backend {
     norm(x_.get(), fused ? nullptr : delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
     mark("lm_head");
     k::gather_rows<T>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
-    if (skinny(m.logit_rows, H))
-      k::skinny_linear_f32_out<T>(gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
-                                  desc_.vocab_size, H, stream_);
-    else
+    bool head_done = false;
+    if constexpr (kSkinnyGemv<T>) {
+      if (skinny(m.logit_rows, H)) {
+        k::skinny_linear_f32_out<T>(gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
+                                    desc_.vocab_size, H, stream_);
+        head_done = true;
+      }
+    }
+    if (!head_done)
       k::linear_f32_out<T>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
                            desc_.vocab_size, H, stream_);
     mark("");  // end of the step
