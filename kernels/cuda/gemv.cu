@@ -45,6 +45,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/kv_types.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -302,9 +303,9 @@ struct RopeKvWrite {
     else if (!info.cache)
       return;
     else if (c < q_size + kv_size)
-      k_cache[info.slot + (c - q_size)] = to_cache<C>(v);
+      k_cache[info.slot + (c - q_size)] = detail::from_f<C>(v);
     else
-      v_cache[info.slot + (c - q_size - kv_size)] = to_cache<C>(v);
+      v_cache[info.slot + (c - q_size - kv_size)] = detail::from_f<C>(v);
   }
   __device__ void store(int m, const Row& info, const Target& to, int, int, float lo,
                         float hi) const {

@@ -23,7 +23,8 @@ constexpr bool kIsFp8 = std::is_same_v<C, KvFp8>;
   X(__half, __half) X(__nv_bfloat16, __nv_bfloat16) X(__half, KvFp8) X(__nv_bfloat16, KvFp8)
 #define LMX_KV_CACHE_TYPES(X) LMX_KV_CACHE_TYPES_16BIT(X) X(float, float) X(float, KvFp8)
 
-// Two adjacent elements of C as one load, and their fp32 values.
+// Two adjacent elements of C as one load, and their fp32 values (from_float2: the reverse, for
+// outputs of T).
 template <typename C>
 struct Vec2;
 template <>
@@ -41,21 +42,13 @@ struct Vec2<__nv_bfloat16> {
 template <>
 struct Vec2<KvFp8> {
   using type = __nv_fp8x2_e4m3;
-  static __device__ __forceinline__ float2 to_float2(type v) { return static_cast<float2>(v); }  // exact
-  // Round to nearest even, saturating to +-448 (cvt.rn.satfinite.e4m3x2.f32).
-  static __device__ __forceinline__ type from_float2(float2 v) { return type(v); }
+  static __device__ __forceinline__ float2 to_float2(type v) {
+    return static_cast<float2>(v);  // exact
+  }
 };
 
-// A value as the cache stores it: from fp32, rounded once (fp8: round to nearest even, +-448).
-template <typename C>
-__device__ __forceinline__ C to_cache(float v) {
-  if constexpr (std::is_same_v<C, __half>)
-    return __float2half_rn(v);
-  else if constexpr (std::is_same_v<C, __nv_bfloat16>)
-    return __float2bfloat16_rn(v);
-  else
-    return C(v);
-}
+// Writers store a value in the cache with detail::from_f<C> (kernels/cuda/common.cuh): for KvFp8
+// its constructor rounds to nearest even and saturates to +-448 (cvt.rn.satfinite.e4m3x2.f32).
 
 // 8 fp8 values (8 bytes) widened to 8 T (16 bytes), exactly (every E4M3 value is an fp16 and a
 // bf16 value).

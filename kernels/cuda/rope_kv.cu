@@ -14,7 +14,7 @@ using namespace detail;
 // token: for each of the heads + kv_heads q/k heads, `half` rotary pairs then
 // head_dim - rotary_dim pass-through dims; then kv_size v dims. Spreading a token's units over
 // blocks keeps a decode step of one token from running on a single SM. The cache (C) gets each
-// value rounded once from fp32.
+// value rounded once from fp32 (from_f: for KvFp8 the saturating E4M3 conversion).
 template <typename T, typename C>
 __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict__ bias,
                                      const int32_t* __restrict__ token_pos,
@@ -52,8 +52,8 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
         row[c0] = from_f<T>(rotated.x);
         row[c1] = from_f<T>(rotated.y);
         if (is_k && seq >= 0) {
-          k_cache[slot + (c0 - q_size)] = to_cache<C>(rotated.x);
-          k_cache[slot + (c1 - q_size)] = to_cache<C>(rotated.y);
+          k_cache[slot + (c0 - q_size)] = from_f<C>(rotated.x);
+          k_cache[slot + (c1 - q_size)] = from_f<C>(rotated.y);
         }
       } else {
         const int col = base + rotary_dim + (r - half);
@@ -62,7 +62,7 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
           v += to_f(bias[col]);
           row[col] = from_f<T>(v);
         }
-        if (is_k && seq >= 0) k_cache[slot + (col - q_size)] = to_cache<C>(v);
+        if (is_k && seq >= 0) k_cache[slot + (col - q_size)] = from_f<C>(v);
       }
     } else {
       const int d = u - qk_units;
@@ -72,7 +72,7 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
         v += to_f(bias[col]);
         row[col] = from_f<T>(v);
       }
-      if (seq >= 0) v_cache[slot + d] = to_cache<C>(v);
+      if (seq >= 0) v_cache[slot + d] = from_f<C>(v);
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kv_types.cuh"
 #include "kernels/kv_dtype.h"
 #include "tests/kernels/cuda_test_util.h"
@@ -23,7 +24,7 @@ namespace kc = kernels::cuda;
 __global__ void encode_all(uint32_t first_bits, uint32_t n, uint8_t* codes) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const kc::KvFp8 c = kc::to_cache<kc::KvFp8>(__uint_as_float(first_bits + i));
+  const kc::KvFp8 c = kc::detail::from_f<kc::KvFp8>(__uint_as_float(first_bits + i));
   codes[i] = reinterpret_cast<const uint8_t&>(c);
 }
 
