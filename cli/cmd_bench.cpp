@@ -47,17 +47,17 @@ constexpr const char* kUsage =
     "  --profile                  per-op times of eager steps (not with --graphs)\n"
     "  --json                     JSON instead of the table\n";
 
+}  // namespace
+
+#if LMX_HAVE_CUDA_BACKEND
+namespace {
+
 // --kv-cache-dtype: the spellings option.kv_cache_dtype takes.
 kernels::KvDtype parse_kv_cache_dtype(const std::string& text) {
   if (text == "auto") return kernels::KvDtype::model;
   if (text == "fp8" || text == "fp8_e4m3") return kernels::KvDtype::fp8_e4m3;
   throw_error("--kv-cache-dtype expects auto, fp8 or fp8_e4m3, got '{}'", text);
 }
-
-}  // namespace
-
-#if LMX_HAVE_CUDA_BACKEND
-namespace {
 
 using Clock = std::chrono::steady_clock;
 const Clock::time_point kProcessStart = Clock::now();  // static init: close to process start
@@ -251,7 +251,6 @@ int run_bench(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-  (void)parse_kv_cache_dtype;
   throw_error("lmx bench needs the CUDA backend; this build has none (configure with CUDA)");
 }
 #endif

@@ -23,8 +23,8 @@
 // (<= 8 CTAs) and merge through distributed shared memory, so there is no workspace and no
 // second kernel.
 //
-// Both read the cache in its own element type C (T, or fp8 E4M3: 16-byte pieces hold 16 keys'
-// dims instead of 8, widened to fp32 where the dot products and P V read them).
+// Both read the cache in its own element type C (T, or fp8 E4M3: a 16-byte piece holds 16 dims
+// of a key instead of 8, widened to fp32 where the dot products and P V read them).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
