@@ -10,12 +10,37 @@ namespace {
 
 using namespace detail;
 
-// Grid (tokens, unit blocks): blockIdx.x = token, one thread per work unit. Work units of a
-// token: for each of the heads + kv_heads q/k heads, `half` rotary pairs then
-// head_dim - rotary_dim pass-through dims; then kv_size v dims. Spreading a token's units over
-// blocks keeps a decode step of one token from running on a single SM. The cache (C) gets each
-// value rounded once from fp32 (from_f: for KvFp8 the saturating E4M3 conversion).
-template <typename T, typename C>
+// G adjacent values of T at p (plus G bias values when bias is given), in fp32: one load of
+// G * sizeof(T) bytes each.
+template <int G, typename T>
+__device__ __forceinline__ void load_group(const T* p, const T* bias, float (&v)[G]) {
+  const Pack<T, G> x = *reinterpret_cast<const Pack<T, G>*>(p);
+#pragma unroll
+  for (int i = 0; i < G; ++i) v[i] = to_f(x.v[i]);
+  if (bias) {
+    const Pack<T, G> b = *reinterpret_cast<const Pack<T, G>*>(bias);
+#pragma unroll
+    for (int i = 0; i < G; ++i) v[i] += to_f(b.v[i]);
+  }
+}
+
+// Stores G values as E (T or the cache type C: from_f rounds once from fp32) with one store.
+template <int G, typename E>
+__device__ __forceinline__ void store_group(E* p, const float (&v)[G]) {
+  Pack<E, G> x;
+#pragma unroll
+  for (int i = 0; i < G; ++i) x.v[i] = from_f<E>(v[i]);
+  *reinterpret_cast<Pack<E, G>*>(p) = x;
+}
+
+// Grid (tokens, unit blocks): blockIdx.x = token, one thread per work unit of G adjacent
+// columns. Work units of a token: for each of the heads + kv_heads q/k heads, half / G groups of
+// rotary pairs (columns c .. c + G and their partners c + half ..) then (head_dim - rotary_dim) / G
+// pass-through groups; then kv_size / G v groups. G = 8 moves 16 bytes of T per access (the
+// launcher picks it when the layout allows); G = 1 takes any layout. Spreading a token's units
+// over blocks keeps a decode step of one token from running on a single SM. The cache (C) gets
+// each value rounded once from fp32 (from_f: for KvFp8 the saturating E4M3 conversion).
+template <typename T, typename C, int G>
 __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict__ bias,
                                      const int32_t* __restrict__ token_pos,
                                      const float* __restrict__ inv_freq, int rotary_dim, int heads,
@@ -27,54 +52,79 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
   const int t = blockIdx.x;
   const int D = L.head_dim, half = rotary_dim / 2;
   const int q_size = heads * D, kv_size = L.kv_heads * D;
+  const int rotary_units = half / G, per_head = (D - half) / G;
+  const int qk_units = (heads + L.kv_heads) * per_head;
+  const int units = qk_units + kv_size / G;
+  const int u = blockIdx.y * blockDim.x + threadIdx.x;
+  if (u >= units) return;
   const int pos = token_pos[t];
   const int seq = token_seq[t];
   T* row = qkv + size_t(t) * qkv_stride;
   // Cache row of this token: [kv_heads, head_dim] at slot (block, pos % block_size).
   const size_t slot = seq >= 0 ? kv_slot(block_tables, L, seq, pos) : 0;
-  const int per_head = D - half;
-  const int qk_units = (heads + L.kv_heads) * per_head;
-  const int units = qk_units + kv_size;
-  const int u = blockIdx.y * blockDim.x + threadIdx.x;
-  if (u < units) {
-    if (u < qk_units) {
-      const int h = u / per_head, r = u - h * per_head;
-      const int base = h * D;  // column of this head (k heads follow the q heads)
-      const bool is_k = h >= heads;
-      if (r < half) {
-        const int c0 = base + r, c1 = c0 + half;
-        float a = to_f(row[c0]), b = to_f(row[c1]);
-        if (bias) {
-          a += to_f(bias[c0]);
-          b += to_f(bias[c1]);
-        }
-        const float2 rotated = rotate_pair(a, b, rotary_sincos(float(pos), inv_freq[r]));
-        row[c0] = from_f<T>(rotated.x);
-        row[c1] = from_f<T>(rotated.y);
-        if (is_k && seq >= 0) {
-          k_cache[slot + (c0 - q_size)] = from_f<C>(rotated.x);
-          k_cache[slot + (c1 - q_size)] = from_f<C>(rotated.y);
-        }
-      } else {
-        const int col = base + rotary_dim + (r - half);
-        float v = to_f(row[col]);
-        if (bias) {
-          v += to_f(bias[col]);
-          row[col] = from_f<T>(v);
-        }
-        if (is_k && seq >= 0) k_cache[slot + (col - q_size)] = from_f<C>(v);
+  auto bias_at = [&](int col) { return bias ? bias + col : nullptr; };
+  float v[G];
+  if (u < qk_units) {
+    const int h = u / per_head, r = u - h * per_head;
+    const int base = h * D;  // column of this head (k heads follow the q heads)
+    const bool write_k = h >= heads && seq >= 0;
+    if (r < rotary_units) {
+      const int c0 = base + r * G, c1 = c0 + half;
+      float w[G];
+      load_group<G>(row + c0, bias_at(c0), v);
+      load_group<G>(row + c1, bias_at(c1), w);
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        const float2 rotated = rotate_pair(v[i], w[i], rotary_sincos(float(pos), inv_freq[r * G + i]));
+        v[i] = rotated.x;
+        w[i] = rotated.y;
+      }
+      store_group<G>(row + c0, v);
+      store_group<G>(row + c1, w);
+      if (write_k) {
+        store_group<G>(k_cache + slot + (c0 - q_size), v);
+        store_group<G>(k_cache + slot + (c1 - q_size), w);
       }
     } else {
-      const int d = u - qk_units;
-      const int col = q_size + kv_size + d;
-      float v = to_f(row[col]);
-      if (bias) {
-        v += to_f(bias[col]);
-        row[col] = from_f<T>(v);
-      }
-      if (seq >= 0) v_cache[slot + d] = from_f<C>(v);
+      const int col = base + rotary_dim + (r - rotary_units) * G;
+      load_group<G>(row + col, bias_at(col), v);
+      if (bias) store_group<G>(row + col, v);
+      if (write_k) store_group<G>(k_cache + slot + (col - q_size), v);
     }
+  } else {
+    const int d = (u - qk_units) * G;
+    const int col = q_size + kv_size + d;
+    load_group<G>(row + col, bias_at(col), v);
+    if (bias) store_group<G>(row + col, v);
+    if (seq >= 0) store_group<G>(v_cache + slot + d, v);
   }
+}
+
+template <typename T, typename C, int G>
+void launch_rope_write_kv(T* qkv, int qkv_stride, const T* qkv_bias, const int32_t* token_pos,
+                          const float* inv_freq, int rotary_dim, int heads, C* k_cache,
+                          C* v_cache, const int32_t* block_tables, const int32_t* token_seq,
+                          int tokens, const PagedKvLayout& layout, cudaStream_t stream) {
+  const int units = ((heads + layout.kv_heads) * (layout.head_dim - rotary_dim / 2) +
+                     layout.kv_heads * layout.head_dim) / G;
+  const int threads = std::min(256, (units + 31) / 32 * 32);
+  const dim3 grid(unsigned(tokens), unsigned((units + threads - 1) / threads));
+  pdl::launch_dependent(rope_write_kv_kernel<T, C, G>, grid, dim3(threads), 0, stream, qkv,
+                        qkv_stride, qkv_bias, token_pos, inv_freq, rotary_dim, heads, k_cache,
+                        v_cache, block_tables, token_seq, layout);
+}
+
+// Whether every access of the G = 8 kernel is whole and aligned: rotary pairs, heads and rows in
+// groups of 8, and the pointers aligned to a group of their type.
+template <typename T, typename C>
+bool groups_of_8(const T* qkv, int qkv_stride, const T* bias, int rotary_dim, const C* k_cache,
+                 const C* v_cache, const PagedKvLayout& layout) {
+  auto aligned = [](const void* p, size_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+  };
+  return rotary_dim % 16 == 0 && layout.head_dim % 8 == 0 && qkv_stride % 8 == 0 &&
+         aligned(qkv, 8 * sizeof(T)) && aligned(bias, 8 * sizeof(T)) &&
+         aligned(k_cache, 8 * sizeof(C)) && aligned(v_cache, 8 * sizeof(C));
 }
 
 }  // namespace
@@ -86,13 +136,14 @@ void rope_write_kv(T* qkv, int qkv_stride, const T* qkv_bias, const int32_t* tok
                    const PagedKvLayout& layout, cudaStream_t stream) {
   if (tokens == 0) return;
   if (!inv_freq) rotary_dim = 0;
-  const int units = (heads + layout.kv_heads) * (layout.head_dim - rotary_dim / 2) +
-                    layout.kv_heads * layout.head_dim;
-  const int threads = std::min(256, (units + 31) / 32 * 32);
-  const dim3 grid(unsigned(tokens), unsigned((units + threads - 1) / threads));
-  pdl::launch_dependent(rope_write_kv_kernel<T, C>, dim3(grid), dim3(threads), 0, stream, qkv,
-                        qkv_stride, qkv_bias, token_pos, inv_freq, rotary_dim, heads, k_cache,
-                        v_cache, block_tables, token_seq, layout);
+  if (groups_of_8(qkv, qkv_stride, qkv_bias, rotary_dim, k_cache, v_cache, layout))
+    launch_rope_write_kv<T, C, 8>(qkv, qkv_stride, qkv_bias, token_pos, inv_freq, rotary_dim,
+                                  heads, k_cache, v_cache, block_tables, token_seq, tokens, layout,
+                                  stream);
+  else
+    launch_rope_write_kv<T, C, 1>(qkv, qkv_stride, qkv_bias, token_pos, inv_freq, rotary_dim,
+                                  heads, k_cache, v_cache, block_tables, token_seq, tokens, layout,
+                                  stream);
 }
 
 #define LMX_INSTANTIATE(T, C)                                                                 \

@@ -191,12 +191,14 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
   };
   for (Cfg c : {Cfg{8, 2, 64, 64, false}, Cfg{4, 4, 80, 32, true}, Cfg{6, 1, 128, 128, true},
                 Cfg{3, 3, 64, 0, true}}) {
-    for (int tokens : {1, 7, 83}) {
+    // Rows padded by 5 take the kernel's one-column units; by 8, its 8-column units (16-byte
+    // accesses) wherever the head layout splits into groups of 8.
+    for (auto [tokens, pad] : {std::pair{1, 5}, {7, 5}, {83, 5}, {1, 8}, {7, 8}, {83, 8}}) {
       std::mt19937 rng(tokens * 19 + c.head_dim + c.rotary_dim);
       const int seqs = 3, block_size = 16, max_blocks = 400, num_blocks = seqs * max_blocks;
       const kernels::PagedKvLayout L{block_size, c.kv_heads, c.head_dim, max_blocks};
       const int q_size = c.heads * c.head_dim, kv_size = c.kv_heads * c.head_dim;
-      const int stride = q_size + 2 * kv_size + 5;  // padded rows
+      const int stride = q_size + 2 * kv_size + pad;
       auto qkv = test::randn<T>(size_t(tokens) * stride, rng);
       auto bias = test::randn<T>(q_size + 2 * kv_size, rng, 0.3f);
       std::vector<float> inv_freq(std::max(1, c.rotary_dim / 2));
@@ -231,7 +233,7 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       const auto got_qkv = dqkv.download_f();
       // Compare q|k|v columns (the padding columns are untouched copies).
-      EXPECT_LE(rel_l2(got_qkv, ref_qkv), Tol<T>::rel) << "qkv, tokens " << tokens;
+      EXPECT_LE(rel_l2(got_qkv, ref_qkv), Tol<T>::rel) << "qkv, tokens " << tokens << ", pad " << pad;
       // Cache: every slot the reference wrote must match; every other slot must stay NaN.
       const auto gk = dkc.download_f(), gv = dvc.download_f();
       std::vector<float> wk, rk, wv, rv;
@@ -245,8 +247,8 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
       }
       EXPECT_EQ(stray, 0u) << "writes outside the token slots";
       EXPECT_GT(rk.size(), 0u);
-      EXPECT_LE(rel_l2(wk, rk), cache_tol) << "k cache, tokens " << tokens;
-      EXPECT_LE(rel_l2(wv, rv), cache_tol) << "v cache, tokens " << tokens;
+      EXPECT_LE(rel_l2(wk, rk), cache_tol) << "k cache, tokens " << tokens << ", pad " << pad;
+      EXPECT_LE(rel_l2(wv, rv), cache_tol) << "v cache, tokens " << tokens << ", pad " << pad;
     }
   }
 }
