@@ -1,9 +1,9 @@
-// lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,4096]
+// lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,8x512]
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--kv-cache-dtype auto|fp8]
 //           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
 //           [--profile] [--json]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
-// prefill time per prompt length, the decode time per step per batch size, the bandwidth a
+// prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step per batch size, the bandwidth a
 // decode step achieves (weights + KV read / step time) against the measured copy bandwidth, the
 // peak GPU memory and the time from process start to the first token.
 #include <algorithm>
@@ -30,13 +30,16 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32]\n"
-    "                 [--prefill 512,4096] [--batches 1,8,32,64] [--context 512] [--steps 32]\n"
+    "                 [--prefill 512,4096,8x512] [--batches 1,8,32,64] [--context 512]\n"
+    "                 [--steps 32]\n"
     "                 [--kv-cache-dtype auto|fp8] [--graphs] [--generic] [--cublas-gemv]\n"
     "                 [--unfused-decode] [--untuned-gemm] [--profile] [--json] [--verbose]\n"
     "\n"
     "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
     "random weights of a named shape (made in GPU memory) or a model directory.\n"
     "\n"
+    "  --prefill N,SxN            prefill steps: one prompt of N tokens, or S prompts of N tokens\n"
+    "                             packed in one step (a serving prefill chunk; default 512,4096)\n"
     "  --kv-cache-dtype auto|fp8  KV cache storage: auto = the compute dtype (default), fp8 (or\n"
     "                             fp8_e4m3) = one byte per value, as option.kv_cache_dtype\n"
     "  --graphs                   capture decode steps as CUDA graphs\n"
@@ -105,17 +108,59 @@ double decode_ms_per_step(Backend& b, int batch, int context, int steps, int max
   return times[times.size() / 2];
 }
 
-double prefill_ms(Backend& b, int n) {
-  const int bs = b.kv_shape().block_size;
-  std::vector<int32_t> table, tokens;
-  for (int i = 0; i * bs < n; ++i) table.push_back(i);
-  for (int i = 0; i < n; ++i) tokens.push_back(3 + (i * 17) % 1000);
+// One prefill step of --prefill: `prompts` prompts of `tokens` tokens each ("SxN", or "N" for one).
+struct PrefillShape {
+  int prompts = 1, tokens = 0;
+  std::string name;  // as given
+  int total() const { return prompts * tokens; }
+};
+
+// --prefill: comma-separated "N" or "SxN", each count a positive integer.
+std::vector<PrefillShape> parse_prefill_shapes(const std::string& text) {
+  auto bad = [&]() {
+    throw_error("--prefill expects comma-separated N or SxN (S prompts of N tokens), got '{}'",
+                text);
+  };
+  auto count = [&](const std::string& digits) {
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      bad();
+    const int v = std::stoi(digits);
+    if (v < 1) bad();
+    return v;
+  };
+  std::vector<PrefillShape> out;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    PrefillShape p;
+    p.name = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t x = p.name.find('x');
+    if (x != std::string::npos) p.prompts = count(p.name.substr(0, x));
+    p.tokens = count(x == std::string::npos ? p.name : p.name.substr(x + 1));
+    out.push_back(p);
+    if (comma == std::string::npos) return out;
+    pos = comma + 1;
+  }
+}
+
+// Median of 3 prefill steps of `shape` after a warm-up; each prompt its own sequence.
+double prefill_ms(Backend& b, const PrefillShape& shape) {
+  const int bs = b.kv_shape().block_size, n = shape.tokens;
+  const int blocks_each = (n + bs - 1) / bs;
+  std::vector<std::vector<int32_t>> tables(size_t(shape.prompts)), tokens(size_t(shape.prompts));
+  for (int s = 0; s < shape.prompts; ++s) {
+    for (int i = 0; i < blocks_each; ++i) tables[size_t(s)].push_back(s * blocks_each + i);
+    for (int i = 0; i < n; ++i) tokens[size_t(s)].push_back(3 + (s * 131 + i * 17) % 1000);
+  }
+  std::vector<BatchChunk> chunks;
+  for (int s = 0; s < shape.prompts; ++s)
+    chunks.push_back({tokens[size_t(s)], 0, tables[size_t(s)], true});
   std::vector<float> logits;
   std::vector<double> times;
   for (int rep = 0; rep < 4; ++rep) {
-    BatchChunk c{tokens, 0, table, true};
     const auto t = Clock::now();
-    b.forward(std::span(&c, 1), logits);
+    b.forward(chunks, logits);
     if (rep > 0) times.push_back(ms_since(t));  // the first run warms up (and is not profiled)
     if (rep == 0) b.take_profile();
   }
@@ -137,18 +182,22 @@ int run_bench(int argc, char** argv) {
   }
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
-  const auto prefills = Args::parse_int_list("--prefill", args.get("--prefill").value_or("512,4096"));
+  const auto prefills = parse_prefill_shapes(args.get("--prefill").value_or("512,4096"));
   const auto batches = Args::parse_int_list("--batches", args.get("--batches").value_or("1,8,32,64"));
   const int context = int(args.get_int("--context").value_or(512));
   const int steps = int(args.get_int("--steps").value_or(32));
-  const int max_prefill = *std::max_element(prefills.begin(), prefills.end());
+  int max_prefill = 0, max_prompts = 0;  // tokens and prompts of the largest prefill step
+  for (const PrefillShape& p : prefills) {
+    max_prefill = std::max(max_prefill, p.total());
+    max_prompts = std::max(max_prompts, p.prompts);
+  }
   const int max_batch = *std::max_element(batches.begin(), batches.end());
 
   CudaBackendOptions o;
   o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
   o.kv_dtype = parse_kv_cache_dtype(args.get("--kv-cache-dtype").value_or("auto"));
   o.max_step_tokens = std::max(max_prefill, max_batch);
-  o.max_sequences = max_batch;
+  o.max_sequences = std::max(max_batch, max_prompts);
   o.cuda_graphs = args.has("--graphs");
   o.fused = !args.has("--generic");
   o.skinny_gemv = !args.has("--cublas-gemv");  // decode projections through cuBLAS
@@ -157,8 +206,10 @@ int run_bench(int argc, char** argv) {
   o.profile = args.has("--profile");
   if (o.profile && o.cuda_graphs) throw_error("--profile times eager steps: leave out --graphs");
   const int bs = o.kv_block_size;
-  o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs),
-                         long((max_prefill + bs - 1) / bs));
+  long prefill_blocks = 0;
+  for (const PrefillShape& p : prefills)
+    prefill_blocks = std::max(prefill_blocks, long(p.prompts) * ((p.tokens + bs - 1) / bs));
+  o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs), prefill_blocks);
 
   const std::string shape = args.get("--shape").value_or(args.has("--model") ? "" : "llama-2-7b");
   std::unique_ptr<Backend> backend;
@@ -200,9 +251,9 @@ int run_bench(int argc, char** argv) {
     out["time_to_first_token_from_process_start_ms"] = ms_since(kProcessStart);
   }
   backend->take_profile();
-  for (int n : prefills) {
-    out["prefill_ms"][std::to_string(n)] = prefill_ms(*backend, n);
-    if (o.profile) out["profile"]["prefill_" + std::to_string(n)] = backend->take_profile();
+  for (const PrefillShape& p : prefills) {
+    out["prefill_ms"][p.name] = prefill_ms(*backend, p);
+    if (o.profile) out["profile"]["prefill_" + p.name] = backend->take_profile();
   }
   for (int b : batches) {
     backend->take_profile();
@@ -227,7 +278,8 @@ int run_bench(int argc, char** argv) {
               out["kv_cache_dtype"].get<std::string>().c_str(),
               out["device"].get<std::string>().c_str(), out["copy_bandwidth_gbps"].get<double>(),
               out["path"].get<std::string>().c_str(), o.cuda_graphs ? "on" : "off");
-  for (auto& [n, ms] : out["prefill_ms"].items()) std::printf("prefill %5s tokens: %8.2f ms\n", n.c_str(), ms.get<double>());
+  for (auto& [n, ms] : out["prefill_ms"].items())
+    std::printf("prefill %5s tokens: %8.2f ms\n", n.c_str(), ms.get<double>());
   for (auto& [b, r] : out["decode"].items())
     std::printf("decode batch %3s, context %d: %7.2f ms/step, %6.0f GB/s (%.0f%% of copy), %8.0f tok/s\n",
                 b.c_str(), context, r["ms_per_step"].get<double>(), r["achieved_gbps"].get<double>(),
