@@ -130,8 +130,31 @@ engine_phase() {  # name concurrency
   local name=$1 conc=$2
   echo "== ($name) engine API: $requests requests, $prompt-token prompts, $new new tokens, $conc concurrent"
   timeout 240 $bin/lmx_serving_bench --model-dir "$model" --requests "$requests" --concurrency "$conc" \
-    --prompt-tokens "$prompt" --max-new-tokens "$new" --label "$name" --out "$out/engine_$name.json" 2>&1 |
-    tee "$out/engine_$name.txt"
+    --prompt-tokens "$prompt" --max-new-tokens "$new" --label "$name" --out "$out/engine_$name.json" \
+    --step-log "$out/steps_$name.log" 2>&1 | tee "$out/engine_$name.txt"
+  step_summary "$out/steps_$name.log" | tee -a "$out/engine_$name.txt"
+}
+# Where the engine's time went in a phase, from its step trace: steps by what they fed the model.
+step_summary() {
+  python3 - "$1" <<'EOF'
+import re, sys
+kinds = {}
+pat = re.compile(r"step: (\d+) decode \+ (\d+) prompt tokens, ([\d.]+) ms, ([\d.]+) ms since")
+for line in open(sys.argv[1]):
+    m = pat.search(line)
+    if not m:
+        continue
+    d, p, ms, gap = int(m[1]), int(m[2]), float(m[3]), float(m[4])
+    kind = ("with prompt tokens" if p else "decode only, %s sequences" %
+            ("128" if d == 128 else "65-127" if d > 64 else "1-64"))
+    k = kinds.setdefault(kind, [0, 0.0, 0.0, 0, 0])
+    k[0] += 1; k[1] += ms; k[2] += gap; k[3] += d; k[4] += p
+total = sum(k[1] + k[2] for k in kinds.values())
+print("steps by kind: count, step ms (sum / mean), gaps before them (ms), decode / prompt tokens")
+for kind, (n, ms, gap, d, p) in sorted(kinds.items()):
+    print("  %-32s %4d  %8.1f / %6.2f  %7.1f  %6d / %6d" % (kind, n, ms, ms / n, gap, d, p))
+print("  total %.1f ms" % total)
+EOF
 }
 [[ $phases == *c* ]] && engine_phase c "$conc_a"
 [[ $phases == *d* ]] && engine_phase d "$conc_b"  # (b) without HTTP: what TPOT the engine itself gives

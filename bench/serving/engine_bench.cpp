@@ -3,13 +3,16 @@
 //
 //   lmx_serving_bench --model-dir DIR [--requests 256] [--concurrency 128] [--prompt-tokens 512]
 //                     [--max-new-tokens 128] [--warmup N] [--out result.json]
+//                     [--step-log steps.log]
 //
 // Configuration comes from DIR/serving.properties and OPTION_* like lmx-server. Closed loop:
 // `concurrency` virtual clients, each enqueues its next request when its previous one finished.
 // Prompts are exactly P token ids (BOS + random common words, different per request), greedy,
 // ignore_eos, max_new_tokens M. TTFT = enqueue() -> first update with tokens; TPOT = (last token
 // - first token) / (tokens - 1), per request. Timestamps are taken in the update callback (the
-// engine's worker thread), so they are when the engine hands the token out.
+// engine's worker thread), so they are when the engine hands the token out. --step-log writes the
+// engine's per-step trace of the measured phase (what each step fed the model, its time, the gap
+// before it) to a file.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +30,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/api/engine.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -49,12 +54,14 @@ struct Options {
   int warmup = -1;  // default: concurrency (every batch size runs once before measuring)
   std::string out;
   std::string label;
+  std::string step_log;
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
                "%s\nusage: lmx_serving_bench --model-dir DIR [--requests N] [--concurrency N] "
-               "[--prompt-tokens P] [--max-new-tokens M] [--warmup N] [--label S] [--out FILE]\n",
+               "[--prompt-tokens P] [--max-new-tokens M] [--warmup N] [--label S] [--out FILE] "
+               "[--step-log FILE]\n",
                msg);
   std::exit(2);
 }
@@ -83,6 +90,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--warmup") o.warmup = next_int();
     else if (a == "--out") o.out = next();
     else if (a == "--label") o.label = next();
+    else if (a == "--step-log") o.step_log = next();
     else if (a == "-h" || a == "--help") usage("");
     else usage(("unknown argument " + std::string(a)).c_str());
   }
@@ -280,9 +288,16 @@ int main(int argc, char** argv) {
       }
     }
 
+    if (!o.step_log.empty()) {  // the measured phase's steps only
+      auto steps = spdlog::basic_logger_mt("steps", o.step_log, true);
+      steps->set_pattern("%H:%M:%S.%f %v");
+      steps->set_level(spdlog::level::debug);
+      spdlog::set_default_logger(steps);
+    }
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < o.requests; ++i) prompts.push_back(make_prompt(tok, o.prompt_tokens, i));
     auto recs = run_phase(*engine, prompts, o.concurrency, o.max_new_tokens);
+    spdlog::default_logger()->flush();
 
     Clock::time_point start = recs[0].sent, end = recs[0].done;
     std::vector<double> ttft, tpot, lat;

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -371,6 +372,19 @@ class EngineImpl final : public Engine {
     if (finished) active_.erase(it);
   }
 
+  // At debug level, one line per step: what it fed the model, how long the step took (scheduling,
+  // forward, sampling, ids back) and the time before it since the previous step ended (emitting
+  // updates, taking new requests).
+  void trace_step(Clock::time_point start, Clock::time_point end) {
+    if (!spdlog::should_log(spdlog::level::debug)) return;
+    const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    const StepComposition c = scheduler_.last_step();
+    spdlog::debug("step: {} decode + {} prompt tokens, {:.3f} ms, {:.3f} ms since the last step",
+                  c.decode_tokens, c.prompt_tokens, ms(end - start),
+                  last_step_end_ ? ms(start - *last_step_end_) : 0.0);
+    last_step_end_ = end;
+  }
+
   void run() {
     while (take_work()) {
       if (!scheduler_.has_work()) {  // only cancellations: refresh the counters anyway
@@ -380,6 +394,7 @@ class EngineImpl final : public Engine {
         continue;
       }
       std::vector<TokenOutput> outputs;
+      const auto step_start = Clock::now();
       try {
         outputs = scheduler_.step();
       } catch (const std::exception& e) {  // fail what was running, keep serving
@@ -391,7 +406,9 @@ class EngineImpl final : public Engine {
           finish(id, FinishReason::Error, e.what());
         }
       }
+      const auto step_end = Clock::now();
       for (const TokenOutput& out : outputs) emit(out);
+      trace_step(step_start, step_end);
       std::lock_guard lock(mutex_);
       stats_ = scheduler_.stats();
       waiting_snapshot_ = stats_.waiting;
@@ -434,6 +451,7 @@ class EngineImpl final : public Engine {
   long requests_total_ = 0;
   long tokens_generated_ = 0;
   std::deque<std::pair<Clock::time_point, long>> recent_steps_;
+  std::optional<Clock::time_point> last_step_end_;  // trace_step, worker thread only
 };
 
 }  // namespace

@@ -168,6 +168,9 @@ std::vector<TokenOutput> Scheduler::step() {
   }
   std::vector<SampledToken> tokens(specs.size());
   std::vector<float> logits;
+  last_step_ = {};
+  for (auto [seq, n] : planned)
+    (seq->decoding() ? last_step_.decode_tokens : last_step_.prompt_tokens) += n;
   backend_.forward_sample(chunks, specs, tokens, want_logits ? &logits : nullptr);
   for (auto [seq, n] : planned) seq->cached += n;
   return finish(with_logits, tokens, logits);

@@ -54,6 +54,13 @@ struct SchedulerStats {
   long preemptions = 0;
 };
 
+// What one step() fed the model: one token of each decoding sequence, and prompt tokens (new
+// prompts, chunks of long ones, recomputation after preemption).
+struct StepComposition {
+  int decode_tokens = 0;
+  int prompt_tokens = 0;
+};
+
 class Scheduler {
  public:
   Scheduler(Backend& backend, SchedulerLimits limits);
@@ -69,6 +76,7 @@ class Scheduler {
   std::vector<TokenOutput> step();
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   SchedulerStats stats() const;
+  StepComposition last_step() const { return last_step_; }
 
  private:
   struct Sequence;
@@ -87,6 +95,7 @@ class Scheduler {
   std::vector<SequencePtr> running_;  // in arrival order
   std::deque<SequencePtr> waiting_;   // preempted sequences go back to the front
   long preemptions_ = 0;
+  StepComposition last_step_;
   uint64_t arrivals_ = 0;
   std::mt19937_64 seeds_{std::random_device{}()};  // for requests without a seed
 };
