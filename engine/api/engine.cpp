@@ -74,24 +74,6 @@ CudaDtype cuda_dtype(properties::Dtype d, const ModelConfig& model) {
 }
 #endif
 
-// What the KV cache stores, for stats(): fp8_e4m3, or the dtype the backend computes in.
-std::string kv_cache_dtype_name(const properties::ServingConfig& config, const LoadedModel& model) {
-  if (config.kv_cache_dtype == properties::KvCacheDtype::Fp8E4m3) return "fp8_e4m3";
-  if (config.device == properties::Device::Cpu) return "fp32";
-#if LMX_HAVE_CUDA_BACKEND
-  switch (cuda_dtype(config.dtype, model.config)) {
-    case CudaDtype::F32:
-      return "fp32";
-    case CudaDtype::F16:
-      return "fp16";
-    case CudaDtype::BF16:
-      return "bf16";
-  }
-#endif
-  (void)model;
-  return "model";
-}
-
 // The backend the configuration names, with the KV cache of its memory plan.
 std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
                                       const LoadedModel& model) {
@@ -134,7 +116,7 @@ class EngineImpl final : public Engine {
         model_(load_model(config.model_path)),
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
         backend_(make_backend(config, model_)),
-        kv_cache_dtype_(kv_cache_dtype_name(config, model_)),
+        kv_cache_dtype_(backend_->kv_cache_dtype_name()),
         scheduler_(*backend_,
                    {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
         started_(Clock::now()) {

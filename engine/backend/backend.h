@@ -45,6 +45,8 @@ class Backend {
   virtual const DecoderDesc& desc() const = 0;
   virtual const KvCacheShape& kv_shape() const = 0;
   virtual std::string name() const = 0;
+  // How the KV cache stores values: "fp8_e4m3", or the compute dtype ("fp32", "fp16", "bf16").
+  virtual std::string kv_cache_dtype_name() const = 0;
 
   // Runs the chunks, appending their K/V to the cache, and writes the logits of every chunk with
   // compute_logits, in chunk order: logits is resized to [count, vocab] fp32, host.

@@ -62,6 +62,9 @@ class CpuBackend final : public Backend {
   const DecoderDesc& desc() const override { return desc_; }
   const KvCacheShape& kv_shape() const override { return kv_; }
   std::string name() const override { return "cpu"; }
+  std::string kv_cache_dtype_name() const override {
+    return kv_.dtype == kernels::KvDtype::fp8_e4m3 ? "fp8_e4m3" : "fp32";
+  }
 
   CpuKvView kv_cache(int layer) const {
     if (layer < 0 || layer >= desc_.num_layers)

@@ -378,6 +378,8 @@ TEST_P(CudaVsCpu, Fp8KvCacheMatchesCpuEmulation) {
   auto tuned = make_cuda_backend(model, fp8(CudaDtype::F16, false));
   auto generic = make_cuda_backend(model, fp8(CudaDtype::F16, true));
   ASSERT_EQ(tuned->kv_shape().dtype, kernels::KvDtype::fp8_e4m3);
+  EXPECT_EQ(tuned->kv_cache_dtype_name(), "fp8_e4m3");
+  EXPECT_EQ(make_cuda_backend(model, options(CudaDtype::BF16))->kv_cache_dtype_name(), "bf16");
   auto cpu = make_cpu_backend(model, {16, 256, kernels::KvDtype::fp8_e4m3});
   auto cpu_exact = make_cpu_backend(model, {16, 256});
   const std::vector<int32_t> prompt = long_prompt(), path = kForcedPath;

@@ -120,6 +120,8 @@ TEST_F(KvFp8CpuBackend, CacheHoldsOnlyE4m3ValuesAfterPrefill) {
 TEST_F(KvFp8CpuBackend, BackendReportsItsKvDtype) {
   EXPECT_EQ(backend(KvDtype::fp8_e4m3)->kv_shape().dtype, KvDtype::fp8_e4m3);
   EXPECT_EQ(backend(KvDtype::model)->kv_shape().dtype, KvDtype::model);
+  EXPECT_EQ(backend(KvDtype::fp8_e4m3)->kv_cache_dtype_name(), "fp8_e4m3");
+  EXPECT_EQ(backend(KvDtype::model)->kv_cache_dtype_name(), "fp32");
 }
 
 // The engine wires option.kv_cache_dtype through to the CPU backend and reports it in stats().

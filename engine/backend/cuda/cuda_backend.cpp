@@ -76,6 +76,12 @@ class CudaBackend final : public Backend {
   const DecoderDesc& desc() const override { return desc_; }
   const KvCacheShape& kv_shape() const override { return kv_; }
   std::string name() const override { return "cuda"; }
+  std::string kv_cache_dtype_name() const override {
+    if (opts_.kv_dtype == kernels::KvDtype::fp8_e4m3) return "fp8_e4m3";
+    if constexpr (std::is_same_v<T, __half>) return "fp16";
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) return "bf16";
+    return "fp32";
+  }
 
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
     const int rows = enqueue(chunks);
