@@ -106,6 +106,7 @@ bool Scheduler::reserve(Sequence& seq, int tokens) {
 }
 
 std::vector<TokenOutput> Scheduler::step() {
+  last_step_ = {};
   std::vector<BatchChunk> chunks;
   std::vector<std::pair<Sequence*, int>> planned;  // sequence, tokens it feeds this step
   std::vector<Sequence*> with_logits;
@@ -168,7 +169,6 @@ std::vector<TokenOutput> Scheduler::step() {
   }
   std::vector<SampledToken> tokens(specs.size());
   std::vector<float> logits;
-  last_step_ = {};
   for (auto [seq, n] : planned)
     (seq->decoding() ? last_step_.decode_tokens : last_step_.prompt_tokens) += n;
   backend_.forward_sample(chunks, specs, tokens, want_logits ? &logits : nullptr);

@@ -101,6 +101,27 @@ TEST_P(SchedulerTest, RequestsJoinWhileOthersDecode) {
   for (size_t i = 0; i < cases_.size(); ++i) EXPECT_EQ(out.at(i), cases_[i].expected) << i;
 }
 
+// last_step() tells decode tokens from prompt tokens: chunks of a prompt under a small budget,
+// then the decode token riding beside the next prompt's chunk, then decode only.
+TEST_P(SchedulerTest, LastStepCountsDecodeAndPromptTokens) {
+  auto b = backend(256);
+  Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
+  const size_t first = cases_[0].prompt.size(), second = cases_[1].prompt.size();
+  ASSERT_LE(first, 64u);
+  ASSERT_LE(second, 63u);
+  s.add(greedy(0, cases_[0]));
+  s.step();
+  EXPECT_EQ(s.last_step().decode_tokens, 0);
+  EXPECT_EQ(s.last_step().prompt_tokens, int(first));
+  s.add(greedy(1, cases_[1]));
+  s.step();
+  EXPECT_EQ(s.last_step().decode_tokens, 1);
+  EXPECT_EQ(s.last_step().prompt_tokens, int(second));
+  s.step();
+  EXPECT_EQ(s.last_step().decode_tokens, 2);
+  EXPECT_EQ(s.last_step().prompt_tokens, 0);
+}
+
 TEST_P(SchedulerTest, MaxRunningCapsTheBatch) {
   auto b = backend(256);
   Scheduler s(*b, {.max_running = 1, .max_step_tokens = 64});
