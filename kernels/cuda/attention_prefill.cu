@@ -9,10 +9,10 @@
 //   registers (the accumulator layout of two n8 tiles is the A layout of one k16 step);
 //   online softmax in log2 domain, masks only on tiles that cross a row's [lo, pos] edge.
 // Q tiles run heaviest first (the last tile of a causal chunk has the most keys).
-// An fp8 cache (C = KvFp8) cannot feed ldmatrix: its K/V tiles pass through registers instead of
-// cp.async (the next tile's loads are issued before this tile's math and widened to T into the
-// other stage after it), and only 64-row tiles are used (the prefetch registers would make the
-// 128-row variant spill).
+// An fp8 cache (C = KvFp8) cannot feed ldmatrix: its K/V tiles land as bytes in a staging area
+// (cp.async, 16-byte pieces of 16 dims; the next tile's copies are issued before this tile's
+// math) and are widened to T into the one K/V stage the math reads after it. That leaves room for
+// 3 CTAs an SM (64-row tiles; Q fragments re-read from shared memory to fit the registers).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -51,13 +51,22 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 // MT: 16-row m-tiles per warp (query rows per CTA = 64 * MT). MT = 2 halves the shared-memory
 // reads of K and V per FLOP (each fragment feeds two mmas) but needs ~255 registers, so its Q
 // fragments are re-read from shared memory (QREG = false); still 2 CTAs of 4 warps per SM.
-template <int D, int MT>
+// K/V stages in T: two (cp.async double buffering), or one beside the fp8 staging bytes.
+template <typename C>
+constexpr int kStages = kIsFp8<C> ? 1 : 2;
+
+template <typename C, int D, int MT>
 constexpr int smem_bytes() {
-  return (64 * MT + 4 * kBN) * (D + 8) * 2;
+  const int staging = kIsFp8<C> ? 2 * kBN * D : 0;  // K and V bytes of the next tile
+  return (64 * MT + 2 * kStages<C> * kBN) * (D + 8) * 2 + staging;
 }
 
+// Resident CTAs an SM the registers are budgeted for.
+template <typename C, int MT>
+constexpr int kMinCtas = MT == 2 ? 1 : kIsFp8<C> ? 3 : 2;
+
 template <typename T, typename C, int D, int MT, bool QREG>
-__global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, kMinCtas<C, MT>)
     prefill_kernel(const T* __restrict__ q, int q_stride, const C* __restrict__ k_cache,
                    const C* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
                    const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
@@ -68,8 +77,10 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
   constexpr int kBM = 64 * MT;  // query rows per CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);  // [kBM][kRow]
-  T* ks = qs + kBM * kRow;                 // [2][kBN][kRow]
-  T* vs = ks + 2 * kBN * kRow;             // [2][kBN][kRow]
+  T* ks = qs + kBM * kRow;                 // [kStages][kBN][kRow]
+  T* vs = ks + kStages<C> * kBN * kRow;    // [kStages][kBN][kRow]
+  C* k_bytes = reinterpret_cast<C*>(vs + kStages<C> * kBN * kRow);  // fp8: [kBN][D]
+  C* v_bytes = k_bytes + kBN * D;                                     // fp8: [kBN][D]
   __shared__ int red[kThreads / 32][4];
 
   const int chunk = blockIdx.z;
@@ -125,55 +136,53 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
     const T* src = valid ? q + size_t(q0 + r) * q_stride + size_t(h) * D + part * 8 : q;
     cp_async16(qs + r * kRow + part * 8, src, valid);
   }
-  // Piece c (8 dims of one key) of key tile kt: its element offset in the cache, or -1 outside
+  // Key r of tile kt, from dim `col` on: its element offset in the cache, or -1 outside
   // [kmin, kmax] (zero-filled).
-  auto piece_offset = [&](int kt, int c) -> long {
-    const int r = c / kChunks, part = c % kChunks;
+  auto cache_offset = [&](int kt, int r, int col) -> long {
     const int p = kt * kBN + r;
     if (p < kmin || p > kmax) return -1;
     const size_t slot = size_t(table[p / L.block_size]) * L.block_size + p % L.block_size;
-    return long((slot * L.kv_heads + kvh) * D + part * 8);
+    return long((slot * L.kv_heads + kvh) * D + col);
   };
-  auto load_tile = [&](int kt, int st) {  // C = T: straight into shared memory
-    T* kd = ks + st * kBN * kRow;
-    T* vd = vs + st * kBN * kRow;
-    for (int c = tid; c < kBN * kChunks; c += kThreads) {
-      const long off = piece_offset(kt, c);
-      const int at = (c / kChunks) * kRow + (c % kChunks) * 8;
-      cp_async16(kd + at, k_cache + (off < 0 ? 0 : off), off >= 0);
-      cp_async16(vd + at, v_cache + (off < 0 ? 0 : off), off >= 0);
+  // A tile's 16-byte pieces, piece c = (key c / per_row, the piece_elems dims from
+  // (c % per_row) * piece_elems), copied to kd / vd at (key, dim) -> key * row + dim.
+  auto copy_tile = [&](int kt, auto* kd, auto* vd, int piece_elems, int row) {
+    const int per_row = D / piece_elems;
+    for (int c = tid; c < kBN * per_row; c += kThreads) {
+      const int r = c / per_row, col = (c % per_row) * piece_elems;
+      const long off = cache_offset(kt, r, col);
+      cp_async16(kd + r * row + col, k_cache + (off < 0 ? 0 : off), off >= 0);
+      cp_async16(vd + r * row + col, v_cache + (off < 0 ? 0 : off), off >= 0);
     }
     cp_async_commit();
   };
-  // C = KvFp8: fetch a tile's pieces (8 bytes each) into registers, later widen them into a stage.
-  constexpr int kPieces = kIsFp8<C> ? kBN * kChunks / kThreads : 1;  // per thread
-  static_assert(!kIsFp8<C> || (kBN * kChunks) % kThreads == 0, "whole pieces per thread");
-  uint2 k_reg[kPieces], v_reg[kPieces];
-  auto fetch_tile = [&](int kt) {
-#pragma unroll
-    for (int i = 0; i < kPieces; ++i) {
-      const long off = piece_offset(kt, tid + i * kThreads);
-      k_reg[i] = off < 0 ? make_uint2(0, 0) : *reinterpret_cast<const uint2*>(k_cache + off);
-      v_reg[i] = off < 0 ? make_uint2(0, 0) : *reinterpret_cast<const uint2*>(v_cache + off);
-    }
+  // C = T: straight into stage st. C = KvFp8: into the staging bytes (16 dims a piece).
+  auto load_tile = [&](int kt, int st) {
+    if constexpr (kIsFp8<C>)
+      copy_tile(kt, k_bytes, v_bytes, 16, D);
+    else
+      copy_tile(kt, ks + st * kBN * kRow, vs + st * kBN * kRow, 8, kRow);
   };
-  auto put_tile = [&](int st) {
-#pragma unroll
-    for (int i = 0; i < kPieces; ++i) {
-      const int c = tid + i * kThreads;
-      const int at = st * kBN * kRow + (c / kChunks) * kRow + (c % kChunks) * 8;
-      *reinterpret_cast<uint4*>(ks + at) = widen_fp8x8<T>(k_reg[i]);
-      *reinterpret_cast<uint4*>(vs + at) = widen_fp8x8<T>(v_reg[i]);
+  // C = KvFp8: the staging bytes widened to T into the stage. Each thread widens the pieces it
+  // copied (copy_tile's c = tid, tid + kThreads, ...), so only its own copies need to have landed.
+  auto widen_tile = [&]() {
+    constexpr int per_row = D / 16;
+    for (int c = tid; c < kBN * per_row; c += kThreads) {
+      const int at = (c / per_row) * kRow + (c % per_row) * 16;
+      const uint4 kb = *reinterpret_cast<const uint4*>(k_bytes + c * 16);
+      const uint4 vb = *reinterpret_cast<const uint4*>(v_bytes + c * 16);
+      *reinterpret_cast<uint4*>(ks + at) = widen_fp8x8<T>(make_uint2(kb.x, kb.y));
+      *reinterpret_cast<uint4*>(ks + at + 8) = widen_fp8x8<T>(make_uint2(kb.z, kb.w));
+      *reinterpret_cast<uint4*>(vs + at) = widen_fp8x8<T>(make_uint2(vb.x, vb.y));
+      *reinterpret_cast<uint4*>(vs + at + 8) = widen_fp8x8<T>(make_uint2(vb.z, vb.w));
     }
   };
 
   const int kt_begin = kmin / kBN, kt_end = kmax / kBN;
+  load_tile(kt_begin, 0);  // the same group carries the Q tile
   if constexpr (kIsFp8<C>) {
-    cp_async_commit();  // the Q tile
-    fetch_tile(kt_begin);
-    put_tile(0);
-  } else {
-    load_tile(kt_begin, 0);  // the same group carries the Q tile
+    cp_async_wait<0>();
+    widen_tile();
   }
 
   const T* qw = qs + (warp * MT * 16 + lane % 16) * kRow + (lane / 16) * 8;  // ldmatrix A rows
@@ -189,10 +198,9 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
   }
 
   for (int kt = kt_begin; kt <= kt_end; ++kt) {
-    const int st = (kt - kt_begin) & 1;
+    const int st = kStages<C> == 1 ? 0 : (kt - kt_begin) & 1;
     if constexpr (kIsFp8<C>) {
-      if (kt < kt_end) fetch_tile(kt + 1);  // lands in registers during this tile's math
-      cp_async_wait<0>();
+      if (kt < kt_end) load_tile(kt + 1, 0);  // staging bytes, landing during this tile's math
     } else if (kt < kt_end) {
       load_tile(kt + 1, st ^ 1);
       cp_async_wait<1>();
@@ -317,9 +325,14 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 2 : 1)
       }
     }
     if constexpr (kIsFp8<C>) {
-      if (kt < kt_end) put_tile(st ^ 1);  // stage st ^ 1 was last read before the previous barrier
+      if (kt < kt_end) {
+        cp_async_wait<0>();  // this thread's copies of the next tile
+        __syncthreads();     // every warp is done reading the stage
+        widen_tile();
+      }
+    } else {
+      __syncthreads();  // stage st is reloaded by the next iteration
     }
-    __syncthreads();  // stage st is reloaded by the next iteration
   }
 
   const size_t ld = size_t(heads) * D;
@@ -352,7 +365,7 @@ void launch_variant(const T* q, int q_stride, const C* k_cache, const C* v_cache
                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
                     const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads,
                     float scale, int window, const PagedKvLayout& L, cudaStream_t stream) {
-  constexpr int bytes = smem_bytes<D, MT>();
+  constexpr int bytes = smem_bytes<C, D, MT>();
   // Raised on every launch (cheap, per device, allowed during graph capture).
   cudaFuncSetAttribute(prefill_kernel<T, C, D, MT, QREG>,
                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -369,7 +382,7 @@ void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
             int window, const PagedKvLayout& L, cudaStream_t stream) {
   auto run = [&](auto mt) {
     constexpr int MT = decltype(mt)::value;
-    launch_variant<T, C, D, MT, MT == 1>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+    launch_variant<T, C, D, MT, MT == 1 && !kIsFp8<C>>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
                                          token_pos, cu_q, num_seqs, max_q_len, out, heads, scale,
                                          window, L, stream);
   };
