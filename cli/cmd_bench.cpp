@@ -3,9 +3,9 @@
 //           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
 //           [--profile] [--json]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
-// prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step per batch size, the bandwidth a
-// decode step achieves (weights + KV read / step time) against the measured copy bandwidth, the
-// peak GPU memory and the time from process start to the first token.
+// prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step
+// per batch size, the bandwidth a decode step achieves (weights + KV read / step time) against the
+// measured copy bandwidth, the peak GPU memory and the time from process start to the first token.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,9 +31,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32]\n"
     "                 [--prefill 512,4096,8x512] [--batches 1,8,32,64] [--context 512]\n"
-    "                 [--steps 32]\n"
-    "                 [--kv-cache-dtype auto|fp8] [--graphs] [--generic] [--cublas-gemv]\n"
-    "                 [--unfused-decode] [--untuned-gemm] [--profile] [--json] [--verbose]\n"
+    "                 [--steps 32] [--kv-cache-dtype auto|fp8] [--graphs] [--generic]\n"
+    "                 [--cublas-gemv] [--unfused-decode] [--untuned-gemm] [--profile] [--json]\n"
+    "                 [--verbose]\n"
     "\n"
     "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
     "random weights of a named shape (made in GPU memory) or a model directory.\n"
@@ -234,9 +234,7 @@ int run_bench(int argc, char** argv) {
   out["device"] = cuda_device_name();
   out["shape"] = shape.empty() ? args.require("--model") : shape;
   out["dtype"] = args.get("--dtype").value_or("fp16");
-  out["kv_cache_dtype"] = o.kv_dtype == kernels::KvDtype::fp8_e4m3
-                              ? std::string("fp8_e4m3")
-                              : args.get("--dtype").value_or("fp16");
+  out["kv_cache_dtype"] = backend->kv_cache_dtype_name();
   out["context"] = context;
   out["cuda_graphs"] = o.cuda_graphs;
   out["path"] = o.fused ? "kernel_injection" : "generic";
