@@ -14,6 +14,11 @@
 //   sequence, lo = max(0, token_pos - window + 1) when window > 0 (sliding window), else 0.
 //   q: [tokens, q_stride] with heads * head_dim values at column 0; GQA maps query head h to
 //   kv head h / (heads / kv_heads). out: [tokens, heads * head_dim].
+//   Score of token t, query head h, key position p (fp32, before the softmax over p):
+//     s(t, h, p) = scale * dot(q[t, h], k[p]) + alibi_slopes[h] * (p - token_pos[t])
+//   alibi_slopes: [heads] fp32 (ALiBi, e.g. Bloom), or nullptr for no bias. The bias is <= 0 and
+//   softmax-equivalent to Hugging Face Bloom's slope * p (softmax is shift-invariant per row);
+//   it combines with the window and GQA.
 // CPU: fp32, host memory.
 #pragma once
 
@@ -40,10 +45,11 @@ void write_kv(const float* k, const float* v, int row_stride, float* k_cache, fl
               const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
               int tokens, const PagedKvLayout& layout, KvDtype storage = KvDtype::model);
 
+// alibi_slopes: [heads], host memory, or nullptr.
 void paged_attention(const float* q, int q_stride, const float* k_cache, const float* v_cache,
                      const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* token_pos, float* out, int tokens, int heads, float scale,
-                     int window, const PagedKvLayout& layout);
+                     const float* alibi_slopes, int window, const PagedKvLayout& layout);
 
 }  // namespace lmx::kernels::cpu
 
@@ -56,8 +62,11 @@ void paged_attention(const float* q, int q_stride, const float* k_cache, const f
 // The batch's own K/V must already be in the cache. Launchers only enqueue on `stream`: no
 // allocation, no synchronization, no host state that changes between steps (graph-capturable
 // when the grid-shaping host ints below are kept fixed, e.g. at their bucket maxima).
-// Requirements: head_dim in {64, 80, 96, 128}; heads % kv_heads == 0; q_stride % 8 == 0 and the
-// q / caches / out 16-byte aligned (cp.async). Any block_size >= 1. See docs/attention.md.
+// alibi_slopes: [heads] fp32, device memory, or nullptr (no bias): the score formula above, with
+// the bias added in fp32 to the scaled score before the online softmax's max / exp (a kernel
+// variant of its own, so the calls without ALiBi run the code they ran before).
+// Requirements: head_dim in {64, 80, 96, 128, 256}; heads % kv_heads == 0; q_stride % 8 == 0 and
+// the q / caches / out 16-byte aligned (cp.async). Any block_size >= 1. See docs/attention.md.
 namespace lmx::kernels::cuda {
 
 // Bytes of split-K scratch paged_attention_decode can use for batches of up to max_tokens tokens
@@ -82,11 +91,13 @@ template <typename T, typename C>
 void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                             const int32_t* block_tables, const int32_t* token_seq,
                             const int32_t* token_pos, T* out, int tokens, int heads, float scale,
-                            int window, const PagedKvLayout& layout, int max_context,
-                            void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                            const float* alibi_slopes, int window, const PagedKvLayout& layout,
+                            int max_context, void* workspace, size_t workspace_bytes,
+                            cudaStream_t stream);
 
 // Prefill (flash-attention 2 on tensor cores, mma.sync m16n8k16): tiles of 64 or 128 queries x 64
-// keys, online softmax, causal + sliding window per query row, K/V gathered from the paged cache.
+// keys (head_dim 256: 64 x 32), online softmax, causal + sliding window per query row, K/V gathered
+// from the paged cache.
 // The batch is a list of num_seqs chunks: chunk i = batch tokens [cu_q[i], cu_q[i+1]), all of one
 // sequence (token_seq of those tokens equal), positions token_pos (normally consecutive: a chunk
 // at [start, start + n) attends to every cached position <= its own, so chunked prefill works).
@@ -97,11 +108,14 @@ template <typename T, typename C>
 void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                              const int32_t* block_tables, const int32_t* token_seq,
                              const int32_t* token_pos, const int32_t* cu_q, int num_seqs,
-                             int max_q_len, T* out, int heads, float scale, int window,
-                             const PagedKvLayout& layout, cudaStream_t stream);
+                             int max_q_len, T* out, int heads, float scale,
+                             const float* alibi_slopes, int window, const PagedKvLayout& layout,
+                             cudaStream_t stream);
 
 // Head dims the tuned decode / prefill kernels are compiled for.
-constexpr bool tuned_attention_head_dim(int d) { return d == 64 || d == 80 || d == 96 || d == 128; }
+constexpr bool tuned_attention_head_dim(int d) {
+  return d == 64 || d == 80 || d == 96 || d == 128 || d == 256;
+}
 
 // Generic path for any head_dim <= 256 (e.g. 8, 16, 32, 48) and T = float too: one warp per
 // (token, head), online softmax. Same metadata as the CPU reference; slow but exact in fp32.
@@ -110,6 +124,7 @@ template <typename T, typename C>
 void paged_attention_generic(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                              const int32_t* block_tables, const int32_t* token_seq,
                              const int32_t* token_pos, T* out, int tokens, int heads, float scale,
-                             int window, const PagedKvLayout& layout, cudaStream_t stream);
+                             const float* alibi_slopes, int window, const PagedKvLayout& layout,
+                             cudaStream_t stream);
 
 }  // namespace lmx::kernels::cuda

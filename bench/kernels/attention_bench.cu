@@ -1,5 +1,8 @@
 // Attention microbenchmark (kernels/attention.h), Llama-2-7B attention shape: 32 heads, 32 kv
-// heads, head_dim 128, block_size 16, scrambled block tables.
+// heads, head_dim 128, block_size 16, scrambled block tables. Then ALiBi (Bloom-7b1: that shape
+// with slopes; decode 1 x 8192, 32 x 512, GQA 32 / 8 at 32 x 2048, fp16; prefill 512, 4096) to
+// compare with the same rows without it, and head_dim 256 (GPT-J-6B: 16 / 16 heads; decode
+// 1 x 8192, 32 x 512, 8 x 4096, GQA 16 / 4 at 32 x 2048; prefill 512, 4096).
 //   decode:  GB/s = bytes of K and V read (context x kv_heads x head_dim x 2 x sizeof(T)) / time,
 //            batch 1 x 512, 1 x 8192, 32 x 512, 8 x 4096, 64 x 1024 context; against the measured
 //            D2D copy bandwidth (read + write) of this device; plus GQA 32 / 8 kv heads
@@ -21,6 +24,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/kernels/cuda_check.h"
@@ -28,7 +32,13 @@
 
 namespace {
 
-constexpr int kHeads = 32, kKvHeads = 32, kDim = 128, kBlock = 16;
+constexpr int kBlock = 16;
+
+// Attention shape of a benchmark case; the default is Llama-2-7B's.
+struct Shape {
+  int heads = 32, kv_heads = 32, dim = 128;
+  bool alibi = false;  // slopes 2^(-8 (h + 1) / heads) (Bloom's, for a power-of-two head count)
+};
 
 template <typename F>
 float median_ms(F&& f, int reps = 50) {
@@ -86,10 +96,10 @@ struct Cache {
 };
 
 // `seqs` sequences of `len` positions each, blocks scrambled over the cache.
-Cache make_cache(int seqs, int len, std::mt19937& rng, int kv_heads = kKvHeads) {
+Cache make_cache(int seqs, int len, std::mt19937& rng, const Shape& s) {
   Cache c;
   const int per = (len + kBlock - 1) / kBlock;
-  c.layout = {kBlock, kv_heads, kDim, per};
+  c.layout = {kBlock, s.kv_heads, s.dim, per};
   std::vector<int32_t> perm(size_t(seqs) * per);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
@@ -110,29 +120,48 @@ double copy_bandwidth_gbs() {
   return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
-// kv_heads: 32 (MHA, the Llama-2-7B shape) or fewer (GQA, e.g. 8 as in Llama-3-8B).
+// Device copy of the slopes of s (nullptr without ALiBi); free with cudaFree.
+float* alibi_slopes(const Shape& s) {
+  if (!s.alibi) return nullptr;
+  std::vector<float> h(size_t(s.heads));
+  for (int i = 0; i < s.heads; ++i) h[size_t(i)] = std::exp2(-8.0f * float(i + 1) / float(s.heads));
+  float* p;
+  CHECK(cudaMalloc(&p, h.size() * sizeof(float)));
+  CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// "h32/32 d128" and " alibi" when on.
+std::string label(const Shape& s) {
+  return "h" + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " d" +
+         std::to_string(s.dim) + (s.alibi ? " alibi" : "");
+}
+
+// Shape s: Llama-2-7B (MHA) by default, or GQA (e.g. 32 / 8 as Llama-3-8B), ALiBi, head_dim 256.
 template <typename T>
-void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, int kv_heads = kKvHeads) {
+void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const Shape& s = {}) {
   std::mt19937 rng(batch * 7 + ctx);
-  Cache c = make_cache(batch, ctx, rng, kv_heads);
-  const size_t elems = c.tables.size() * kBlock * size_t(kv_heads) * kDim;
+  Cache c = make_cache(batch, ctx, rng, s);
+  const size_t elems = c.tables.size() * kBlock * size_t(s.kv_heads) * s.dim;
   T* k = alloc_random<T>(elems, 1);
   T* v = alloc_random<T>(elems, 2);
-  const int q_stride = (kHeads + 2 * kv_heads) * kDim;
+  const int q_stride = (s.heads + 2 * s.kv_heads) * s.dim;
   T* q = alloc_random<T>(size_t(batch) * q_stride, 3);
   T* out;
-  CHECK(cudaMalloc(&out, size_t(batch) * kHeads * kDim * sizeof(T)));
+  CHECK(cudaMalloc(&out, size_t(batch) * s.heads * s.dim * sizeof(T)));
   std::vector<int32_t> seq(batch), pos(batch, ctx - 1);
   std::iota(seq.begin(), seq.end(), 0);
   int32_t *dt = upload(c.tables), *ds = upload(seq), *dp = upload(pos);
+  float* slopes = alibi_slopes(s);
   const size_t ws_bytes = lmx::kernels::cuda::paged_attention_decode_workspace_bytes(
-      batch, kHeads, kv_heads, kDim, ctx);
+      batch, s.heads, s.kv_heads, s.dim, ctx);
   void* ws = nullptr;
   if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
-  const float scale = 1.0f / std::sqrt(float(kDim));
+  const float scale = 1.0f / std::sqrt(float(s.dim));
   auto call = [&](cudaStream_t stream) {
-    lmx::kernels::cuda::paged_attention_decode<T>(q, q_stride, k, v, dt, ds, dp, out, batch, kHeads,
-                                                  scale, 0, c.layout, ctx, ws, ws_bytes, stream);
+    lmx::kernels::cuda::paged_attention_decode<T>(q, q_stride, k, v, dt, ds, dp, out, batch,
+                                                  s.heads, scale, slopes, 0, c.layout, ctx, ws,
+                                                  ws_bytes, stream);
   };
   const float ms = median_ms([&] { call(nullptr); });
   constexpr int kGraphCalls = 20;
@@ -149,13 +178,13 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, int kv
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaGraphDestroy(graph));
   CHECK(cudaStreamDestroy(stream));
-  const double bytes = 2.0 * batch * ctx * kv_heads * kDim * sizeof(T);
+  const double bytes = 2.0 * batch * ctx * s.kv_heads * s.dim * sizeof(T);
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   std::printf(
-      "decode   %-5s kv %2d batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f "
+      "decode   %-5s %-18s batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f "
       "GB/s)  graph %6.1f us %7.1f GB/s\n",
-      dtype, kv_heads, batch, ctx, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, copy_gbs, graph_ms * 1e3,
-      bytes / (graph_ms * 1e-3) / 1e9);
+      dtype, label(s).c_str(), batch, ctx, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, copy_gbs,
+      graph_ms * 1e3, bytes / (graph_ms * 1e-3) / 1e9);
   cudaFree(k);
   cudaFree(v);
   cudaFree(q);
@@ -164,31 +193,33 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, int kv
   cudaFree(ds);
   cudaFree(dp);
   cudaFree(ws);
+  cudaFree(slopes);
 }
 
 template <typename T>
-void bench_prefill(const char* dtype, int n) {
+void bench_prefill(const char* dtype, int n, const Shape& s = {}) {
   std::mt19937 rng(n);
-  Cache c = make_cache(1, n, rng);
-  const size_t elems = c.tables.size() * kBlock * size_t(kKvHeads) * kDim;
+  Cache c = make_cache(1, n, rng, s);
+  const size_t elems = c.tables.size() * kBlock * size_t(s.kv_heads) * s.dim;
   T* k = alloc_random<T>(elems, 4);
   T* v = alloc_random<T>(elems, 5);
-  const int q_stride = (kHeads + 2 * kKvHeads) * kDim;
+  const int q_stride = (s.heads + 2 * s.kv_heads) * s.dim;
   T* q = alloc_random<T>(size_t(n) * q_stride, 6);
   T* out;
-  CHECK(cudaMalloc(&out, size_t(n) * kHeads * kDim * sizeof(T)));
+  CHECK(cudaMalloc(&out, size_t(n) * s.heads * s.dim * sizeof(T)));
   std::vector<int32_t> seq(n, 0), pos(n), cu{0, n};
   std::iota(pos.begin(), pos.end(), 0);
   int32_t *dt = upload(c.tables), *ds = upload(seq), *dp = upload(pos), *dc = upload(cu);
-  const float scale = 1.0f / std::sqrt(float(kDim));
+  float* slopes = alibi_slopes(s);
+  const float scale = 1.0f / std::sqrt(float(s.dim));
   const float ms = median_ms([&] {
     lmx::kernels::cuda::paged_attention_prefill<T>(q, q_stride, k, v, dt, ds, dp, dc, 1, n, out,
-                                                   kHeads, scale, 0, c.layout, nullptr);
+                                                   s.heads, scale, slopes, 0, c.layout, nullptr);
   });
-  const double flops = 2.0 * 2.0 * kHeads * kDim * double(n) * n / 2.0;
+  const double flops = 2.0 * 2.0 * s.heads * s.dim * double(n) * n / 2.0;
   const double tflops = flops / (ms * 1e-3) / 1e12;
-  std::printf("prefill  %-5s %5d tokens             %8.1f us   %7.1f TFLOP/s (%.0f%% of 790)\n",
-              dtype, n, ms * 1e3, tflops, 100.0 * tflops / 790.0);
+  std::printf("prefill  %-5s %-18s %5d tokens  %8.1f us   %7.1f TFLOP/s (%.0f%% of 790)\n", dtype,
+              label(s).c_str(), n, ms * 1e3, tflops, 100.0 * tflops / 790.0);
   cudaFree(k);
   cudaFree(v);
   cudaFree(q);
@@ -197,6 +228,7 @@ void bench_prefill(const char* dtype, int n) {
   cudaFree(ds);
   cudaFree(dp);
   cudaFree(dc);
+  cudaFree(slopes);
 }
 
 }  // namespace
@@ -209,20 +241,39 @@ int main() {
   }
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
+  const Shape llama;
   std::printf("device: %s, %d SMs; shape: %d heads / %d kv heads, head_dim %d, block %d\n",
-              prop.name, prop.multiProcessorCount, kHeads, kKvHeads, kDim, kBlock);
+              prop.name, prop.multiProcessorCount, llama.heads, llama.kv_heads, llama.dim, kBlock);
   const double copy = copy_bandwidth_gbs();
   for (auto [b, ctx] : {std::pair{1, 512}, {1, 8192}, {32, 512}, {8, 4096}, {64, 1024}}) {
     bench_decode<__half>("fp16", b, ctx, copy);
     bench_decode<__nv_bfloat16>("bf16", b, ctx, copy);
   }
-  for (auto [b, ctx] : {std::pair{1, 8192}, {32, 2048}}) {  // GQA 32/8 (decode_kernel)
-    bench_decode<__half>("fp16", b, ctx, copy, 8);
-    bench_decode<__nv_bfloat16>("bf16", b, ctx, copy, 8);
+  const Shape gqa{32, 8, 128};  // Llama-3-8B (decode_kernel)
+  for (auto [b, ctx] : {std::pair{1, 8192}, {32, 2048}}) {
+    bench_decode<__half>("fp16", b, ctx, copy, gqa);
+    bench_decode<__nv_bfloat16>("bf16", b, ctx, copy, gqa);
   }
   for (int len : {512, 4096}) {
     bench_prefill<__half>("fp16", len);
     bench_prefill<__nv_bfloat16>("bf16", len);
+  }
+  // ALiBi (Bloom-7b1: the Llama-2-7B shape with slopes): its cost against the rows above.
+  const Shape bloom{32, 32, 128, true};
+  for (auto [b, ctx] : {std::pair{1, 8192}, {32, 512}})
+    bench_decode<__half>("fp16", b, ctx, copy, bloom);
+  bench_decode<__half>("fp16", 32, 2048, copy, {32, 8, 128, true});
+  for (int len : {512, 4096}) bench_prefill<__half>("fp16", len, bloom);
+  // head_dim 256 (GPT-J-6B 16 / 16; Gemma-7B has the same attention shape).
+  const Shape gptj{16, 16, 256};
+  for (auto [b, ctx] : {std::pair{1, 8192}, {32, 512}, {8, 4096}}) {
+    bench_decode<__half>("fp16", b, ctx, copy, gptj);
+    bench_decode<__nv_bfloat16>("bf16", b, ctx, copy, gptj);
+  }
+  bench_decode<__half>("fp16", 32, 2048, copy, {16, 4, 256});  // GQA group 4 (decode_kernel)
+  for (int len : {512, 4096}) {
+    bench_prefill<__half>("fp16", len, gptj);
+    bench_prefill<__nv_bfloat16>("bf16", len, gptj);
   }
   return 0;
 }

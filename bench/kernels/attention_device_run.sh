@@ -13,9 +13,10 @@ build() {  # build DIR "flags"
   mkdir -p "$d"
   nvcc $F $2 -c kernels/cuda/attention_decode.cu -o "$d/d.o" &
   nvcc $F $2 -c kernels/cuda/attention_prefill.cu -o "$d/p.o" &
+  nvcc $F $2 -c kernels/cuda/attention_generic.cu -o "$d/g.o" &
   wait
-  nvcc -gencode=arch=compute_90a,code=sm_90a "$B/b.o" "$d/d.o" "$d/p.o" -o "$d/bench"
-  nvcc -gencode=arch=compute_90a,code=sm_90a "$B/t.o" "$d/d.o" "$d/p.o" "$B/c.o" -lgtest \
+  nvcc -gencode=arch=compute_90a,code=sm_90a "$B/b.o" "$d/d.o" "$d/p.o" "$d/g.o" -o "$d/bench"
+  nvcc -gencode=arch=compute_90a,code=sm_90a "$B/t.o" "$d/d.o" "$d/p.o" "$d/g.o" "$B/c.o" -lgtest \
     -lgtest_main -Xcompiler -fopenmp -o "$d/test"
 }
 nvcc $F -c tests/kernels/attention_cuda_test.cu -o $B/t.o &
@@ -27,7 +28,7 @@ build v0 "" &
 for flags in "$@"; do i=$((i + 1)); build v$i "$flags" & done
 wait
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-timeout 200 $B/v0/test > "$OUT/test.log" 2>&1
+timeout 400 $B/v0/test > "$OUT/test.log" 2>&1
 echo "test rc $?"
 grep -E "^\[  |Failure|Expected|which is" "$OUT/test.log" | grep -v "RUN  " | tail -30
 echo "== v0 (default)"

@@ -157,7 +157,7 @@ class CpuBackend final : public Backend {
                 layout_, kv_.dtype);
     k::paged_attention(q, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(),
                        attn_.data(), T, desc_.num_heads, desc_.attention_scale(),
-                       desc_.sliding_window[size_t(l)], layout_);
+                       /*alibi_slopes=*/nullptr, desc_.sliding_window[size_t(l)], layout_);
     k::linear(attn_.data(), L.o_w.data(), ptr_or_null(L.o_b), delta_.data(), T, H, Q);
     for (size_t i = 0; i < x_.size(); ++i) x_[i] += delta_[i];
 

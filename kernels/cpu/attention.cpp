@@ -34,7 +34,7 @@ void write_kv(const float* k, const float* v, int row_stride, float* k_cache, fl
 void paged_attention(const float* q, int q_stride, const float* k_cache, const float* v_cache,
                      const int32_t* block_tables, const int32_t* token_seq,
                      const int32_t* token_pos, float* out, int tokens, int heads, float scale,
-                     int window, const PagedKvLayout& L) {
+                     const float* alibi_slopes, int window, const PagedKvLayout& L) {
   const int group = heads / L.kv_heads;
   const int D = L.head_dim;
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -45,13 +45,14 @@ void paged_attention(const float* q, int q_stride, const float* k_cache, const f
       const int lo = window > 0 ? std::max(0, pos - window + 1) : 0;
       const int kvh = h / group;
       const float* qh = q + size_t(t) * q_stride + size_t(h) * D;
+      const float slope = alibi_slopes != nullptr ? alibi_slopes[h] : 0.0f;
       std::vector<float> scores(size_t(pos - lo + 1));
       float max_score = -INFINITY;
       for (int p = lo; p <= pos; ++p) {
         const float* kp = k_cache + slot_offset(table, p, kvh, L);
         float dot = 0.0f;
         for (int d = 0; d < D; ++d) dot += qh[d] * kp[d];
-        scores[p - lo] = dot * scale;
+        scores[p - lo] = dot * scale + slope * float(p - pos);  // ALiBi bias <= 0 (0 without)
         max_score = std::max(max_score, scores[p - lo]);
       }
       float denom = 0.0f;

@@ -25,6 +25,11 @@
 //
 // Both read the cache in its own element type C (T, or fp8 E4M3: a 16-byte piece holds 16 dims
 // of a key instead of 8, widened to fp32 where the dot products and P V read them).
+// ALiBi (template bool ALIBI): the score of key p gets slope[h] * log2(e) * (p - pos) in the log2
+// domain, before the max / exp2 of the online softmax; the split merges need nothing more.
+// Head_dim 256: the same kernels and tiles; decode_kernel's K/V tiles move to dynamic shared memory
+// (77 KB a CTA with a 16-bit cache, 2 CTAs an SM), decode_warp_kernel takes 140 KB (1 CTA an SM;
+// fp8: 75 KB, 3) and serves groups of at most 4 (its q rows: one 16-byte piece per thread).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -75,6 +80,11 @@ constexpr int kWarpTargetCtas = LMX_ATTN_DECODE_WARP_TARGET_CTAS;
 constexpr int kMaxCluster = LMX_ATTN_DECODE_MAX_CLUSTER;
 static_assert(kWarpMaxGroup >= 0 && kWarpMaxGroup <= 8, "decode_warp_kernel serves groups <= 8");
 static_assert(kMaxCluster >= 1 && kMaxCluster <= 16, "cluster size is at most 16");
+// decode_warp_kernel serves a group of G query heads at head_dim D when G <= kWarpMaxGroup and one
+// 16-byte piece per thread holds the CTA's q rows (G * D <= 1024: at head_dim 256, G <= 4).
+constexpr bool warp_kernel_serves(int group, int head_dim) {
+  return group <= kWarpMaxGroup && group * head_dim <= kThreads * 8;
+}
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared-memory geometry of a K or V tile of kTileKeys rows of D elements of the cache type C.
@@ -191,7 +201,7 @@ Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, i
   int ctx = std::max(1, max_context);
   if (window > 0) ctx = std::min(ctx, window);
   int splits = 1;
-  if (group <= kWarpMaxGroup) {
+  if (warp_kernel_serves(group, head_dim)) {
     // Enough CTAs to fill the GPU, at most one cluster of splits, and each CTA's range at least
     // one 32-key chunk per warp.
     s.warp = true;
@@ -220,16 +230,30 @@ size_t partial_bytes(int tokens, int heads, int head_dim, int splits) {
   return size_t(tokens) * heads * splits * (size_t(head_dim) + 2) * sizeof(float);
 }
 
+// decode_kernel's K (kWhich = 0) or V (1) tiles: static shared memory, except at head_dim 256,
+// where the two (68 KB with a 16-bit cache) pass the 48 KB static limit and live in dynamic shared
+// memory (decode_kernel_smem).
+template <typename Tiles, bool kDynamic, int kWhich>
+__device__ __forceinline__ Tiles& decode_tiles() {
+  if constexpr (kDynamic) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    return reinterpret_cast<Tiles*>(smem)[kWhich];
+  } else {
+    __shared__ __align__(16) Tiles tiles;
+    return tiles;
+  }
+}
+
 // q and the caches are not __restrict__ (no read-only loads): the rope + KV-write kernel before
 // this one writes them, and a programmatic dependent launch overlaps it (kernels/cuda/pdl.cuh).
-template <typename T, typename C, int D>
+template <typename T, typename C, int D, bool ALIBI>
 __global__ void __launch_bounds__(kThreads)
     decode_kernel(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                   const int32_t* __restrict__ block_tables, const int32_t* __restrict__ token_seq,
                   const int32_t* __restrict__ token_pos, T* __restrict__ out,
                   float* __restrict__ ws_acc, float2* __restrict__ ws_ml, int heads,
-                  float scale_log2, int window, PagedKvLayout L, int splits, int split_keys,
-                  int head_chunks, int heads_per_cta) {
+                  float scale_log2, const float* __restrict__ alibi_slopes, int window,
+                  PagedKvLayout L, int splits, int split_keys, int head_chunks, int heads_per_cta) {
   pdl::wait_for_primary();
   pdl::allow_dependents();  // the output projection may start streaming its weights
   using Geo = Tile<C, D>;
@@ -237,11 +261,13 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kPairs = D / 2;
   constexpr int kMaxHeads = kMaxHeadDims / D;
 
-  __shared__ __align__(16) C ks[2][kTileKeys][kRow];
-  __shared__ __align__(16) C vs[2][kTileKeys][kRow];
+  using Tiles = C[2][kTileKeys][kRow];  // [stage][key][padded dim]
+  Tiles& ks = decode_tiles<Tiles, (D > 128), 0>();
+  Tiles& vs = decode_tiles<Tiles, (D > 128), 1>();
   __shared__ __align__(16) float qs[kMaxHeads][D];
   __shared__ __align__(16) float ps[kMaxHeads][kTileKeys];
   __shared__ float m_s[kMaxHeads], l_s[kMaxHeads], alpha_s[kMaxHeads];
+  __shared__ float slope_s[ALIBI ? kMaxHeads : 1];  // ALiBi slope * log2(e) per head
 
   const int split = blockIdx.x;
   const int kvh = blockIdx.y / head_chunks;
@@ -283,6 +309,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int g = tid; g < gc; g += kThreads) {
     m_s[g] = -INFINITY;
     l_s[g] = 0.0f;
+    if constexpr (ALIBI) slope_s[g] = alibi_slopes[h0 + g] * kLog2e;
   }
   float2 acc[kMaxItems];
 #pragma unroll
@@ -305,6 +332,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int g = warp; g < gc; g += kWarps) {
         float s[1];
         dot_rows<C, D, 1>(&ks[st][lane][0], &qs[g][0], s);
+        if constexpr (ALIBI) s[0] += alibi_bias(slope_s[g], p0 + lane, pos);
         s[0] = valid ? s[0] : -INFINITY;
         const float m_old = m_s[g];
         const float m_new = fmaxf(m_old, warp_max(s[0]));  // finite: key p0 is always valid
@@ -354,6 +382,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Dynamic shared memory of decode_kernel: its double-buffered K and V tiles at head_dim 256 (static
+// below: decode_tiles).
+template <typename C, int D>
+constexpr int decode_kernel_smem() {
+  return D > 128 ? 2 * 2 * kTileKeys * Tile<C, D>::kRow * int(sizeof(C)) : 0;
+}
+
 // Merges n partial softmax states (m, l) with one accumulator pair each:
 // returns sum_i 2^(m_i - M) acc_i and sets ml = (M, sum_i 2^(m_i - M) l_i).
 template <typename Ml, typename Acc>
@@ -380,15 +415,22 @@ constexpr int warp_kernel_smem() {
   return kWarps * 2 * kTileKeys * Tile<C, D>::kRow * int(sizeof(C));
 }
 
+// Resident CTAs an SM decode_warp_kernel's registers are budgeted for: 0 (no bound) as tuned,
+// except head_dim 256 over an fp8 cache, whose 70 KB of tiles fit 3 CTAs an SM and which ptxas
+// would otherwise hold to 96 registers with a spill.
+template <typename C, int D>
+constexpr int kWarpMinCtas = D > 128 && kIsFp8<C> ? 3 : 0;
+
 // Grid (splits, kv_heads, tokens), 128 threads, clusters of (splits, 1, 1) when splits > 1.
 // G = heads / kv_heads query heads per CTA.
-template <typename T, typename C, int D, int G>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, typename C, int D, int G, bool ALIBI>
+__global__ void __launch_bounds__(kThreads, kWarpMinCtas<C, D>)
     decode_warp_kernel(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                        const int32_t* __restrict__ block_tables,
                        const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
-                       T* __restrict__ out, int heads, float scale_log2, int window,
-                       PagedKvLayout L, int splits, int split_keys) {
+                       T* __restrict__ out, int heads, float scale_log2,
+                       const float* __restrict__ alibi_slopes, int window, PagedKvLayout L,
+                       int splits, int split_keys) {
   using Geo = Tile<C, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kElems = kTileKeys * kRow;  // one K or V tile
@@ -470,6 +512,11 @@ __global__ void __launch_bounds__(kThreads)
     load(vt, v_cache, row, 0, pos_row);
   }
   int next_entry = mine > 1 ? entry_of(1) : 0;
+  // ALiBi slope * log2(e) per head: model constants (not written by the kernel waited on).
+  float slope[ALIBI ? G : 1];
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+    if constexpr (ALIBI) slope[g] = alibi_slopes[h0 + g] * kLog2e;
 
   // No allow_dependents(): the output projection starts as this kernel's blocks exit. Letting
   // it in after the wait made its weight stream compete with this kernel's loads on the
@@ -519,6 +566,7 @@ __global__ void __launch_bounds__(kThreads)
     dot_rows<C, D, G>(kt + lane * kRow, qs, s);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
+      if constexpr (ALIBI) s[g] += alibi_bias(slope[g], chunk_p0(n) + lane, pos);
       const float x = valid ? s[g] : -INFINITY;
       const float m_new = fmaxf(m[g], warp_max(x));  // finite: key chunk_p0(n) is valid
       const float alpha = exp2f(m[g] - m_new);       // 0 on the first chunk
@@ -653,31 +701,37 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, typename C, int D>
+template <typename T, typename C, int D, bool ALIBI>
 void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
             const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos, T* out,
-            int tokens, int heads, float scale, int window, const PagedKvLayout& L, const Split& s,
-            void* workspace, cudaStream_t stream) {
+            int tokens, int heads, float scale, const float* alibi_slopes, int window,
+            const PagedKvLayout& L, const Split& s, void* workspace, cudaStream_t stream) {
   float* ws_acc = static_cast<float*>(workspace);
   float2* ws_ml = s.splits > 1
                       ? reinterpret_cast<float2*>(ws_acc + size_t(tokens) * heads * s.splits * D)
                       : nullptr;
   const dim3 grid(s.splits, L.kv_heads * s.head_chunks, tokens);
-  pdl::launch_dependent(decode_kernel<T, C, D>, dim3(grid), dim3(kThreads), 0, stream, q, q_stride,
-                        k_cache, v_cache, block_tables, token_seq, token_pos, out, ws_acc, ws_ml,
-                        heads, scale * kLog2e, window, L, s.splits, s.keys, s.head_chunks,
+  auto* kernel = decode_kernel<T, C, D, ALIBI>;
+  constexpr int smem = decode_kernel_smem<C, D>();
+  // Head_dim 256: tiles + q + P exceed the default 48 KB (raised on every launch: cheap, allowed
+  // during graph capture). The other dims stay under it.
+  if constexpr (D > 128)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, q, q_stride, k_cache,
+                        v_cache, block_tables, token_seq, token_pos, out, ws_acc, ws_ml, heads,
+                        scale * kLog2e, alibi_slopes, window, L, s.splits, s.keys, s.head_chunks,
                         s.heads_per_cta);
   if (s.splits > 1)
     pdl::launch_dependent(decode_reduce_kernel<T, D>, dim3(heads, tokens), dim3(kThreads), 0,
                           stream, ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys);
 }
 
-template <typename T, typename C, int D, int G>
+template <typename T, typename C, int D, int G, bool ALIBI>
 void launch_warp(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                  const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
-                 T* out, int tokens, int heads, float scale, int window, const PagedKvLayout& L,
-                 const Split& s, cudaStream_t stream) {
-  auto* kernel = decode_warp_kernel<T, C, D, G>;
+                 T* out, int tokens, int heads, float scale, const float* alibi_slopes, int window,
+                 const PagedKvLayout& L, const Split& s, cudaStream_t stream) {
+  auto* kernel = decode_warp_kernel<T, C, D, G, ALIBI>;
   constexpr int smem = warp_kernel_smem<C, D>();
   // Raised on every launch (cheap, per device, allowed during graph capture). Max carveout:
   // 3 CTAs of ~70 KB per SM at head_dim 128; L1 serves only q and the block tables.
@@ -699,7 +753,8 @@ void launch_warp(const T* q, int q_stride, const C* k_cache, const C* v_cache,
   cfg.attrs = attrs;
   cfg.numAttrs = s.splits > 1 ? 2 : 1;  // a cluster only when the splits merge through it
   cudaLaunchKernelEx(&cfg, kernel, q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                     token_pos, out, heads, scale * kLog2e, window, L, s.splits, s.keys);
+                     token_pos, out, heads, scale * kLog2e, alibi_slopes, window, L, s.splits,
+                     s.keys);
 }
 
 // Calls fn(std::integral_constant<int, G>{}) for group == G, G in [1, kWarpMaxGroup].
@@ -728,16 +783,22 @@ template <typename T, typename C>
 void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                             const int32_t* block_tables, const int32_t* token_seq,
                             const int32_t* token_pos, T* out, int tokens, int heads, float scale,
-                            int window, const PagedKvLayout& layout, int max_context,
-                            void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                            const float* alibi_slopes, int window, const PagedKvLayout& layout,
+                            int max_context, void* workspace, size_t workspace_bytes,
+                            cudaStream_t stream) {
   if (tokens <= 0 || heads <= 0) return;
   Split s = plan(tokens, heads, layout.kv_heads, layout.head_dim, max_context, window);
   if (s.warp) {  // splits merged inside the kernel: no workspace
     dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {
       dispatch_group(s.heads_per_cta, [&](auto g) {
-        launch_warp<T, C, decltype(dim)::value, decltype(g)::value>(
-            q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, heads,
-            scale, window, layout, s, stream);
+        constexpr int D = decltype(dim)::value, G = decltype(g)::value;
+        if constexpr (warp_kernel_serves(G, D)) {  // else plan() did not choose it
+          dispatch_alibi(alibi_slopes, [&](auto alibi) {
+            launch_warp<T, C, D, G, decltype(alibi)::value>(
+                q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens,
+                heads, scale, alibi_slopes, window, layout, s, stream);
+          });
+        }
       });
     });
     return;
@@ -757,16 +818,18 @@ void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C*
     }
   }
   dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {
-    launch<T, C, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                                    token_pos, out, tokens, heads, scale, window, layout, s,
-                                    workspace, stream);
+    dispatch_alibi(alibi_slopes, [&](auto alibi) {
+      launch<T, C, decltype(dim)::value, decltype(alibi)::value>(
+          q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, heads,
+          scale, alibi_slopes, window, layout, s, workspace, stream);
+    });
   });
 }
 
 #define LMX_INSTANTIATE(T, C)                                                                     \
   template void paged_attention_decode<T, C>(                                                     \
       const T*, int, const C*, const C*, const int32_t*, const int32_t*, const int32_t*, T*, int, \
-      int, float, int, const PagedKvLayout&, int, void*, size_t, cudaStream_t);
+      int, float, const float*, int, const PagedKvLayout&, int, void*, size_t, cudaStream_t);
 LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 

@@ -13,6 +13,10 @@
 // (cp.async, 16-byte pieces of 16 dims; the next tile's copies are issued before this tile's
 // math) and are widened to T into the one K/V stage the math reads after it. That leaves room for
 // 3 CTAs an SM (64-row tiles; Q fragments re-read from shared memory to fit the registers).
+// Head_dim 256 (GPT-J, Gemma): 64-row tiles only and 32-key tiles (kKeyTile), 2 CTAs an SM: 101 KB
+// of shared memory (fp8: 84 KB) and 255 registers (fp8: ~238), of which 128 hold O.
+// ALiBi (template bool ALIBI): the score of key p in row r gets slope[h] * log2(e) * (p - pos_r)
+// in the log2 domain before the mask and the online softmax's max / exp2.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -32,7 +36,10 @@ namespace lmx::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kBN = 64;  // keys per tile
+// Keys per K/V tile: 64; 32 at head_dim 256, where 64-key tiles would take 169 KB of shared memory
+// (Q + double-buffered K/V) and leave room for one CTA an SM (32 keys: 101 KB, 2 CTAs).
+template <int D>
+constexpr int kKeyTile = D > 128 ? 32 : 64;
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
@@ -57,21 +64,28 @@ constexpr int kStages = kIsFp8<C> ? 1 : 2;
 
 template <typename C, int D, int MT>
 constexpr int smem_bytes() {
+  constexpr int kBN = kKeyTile<D>;
   const int staging = kIsFp8<C> ? 2 * kBN * D : 0;  // K and V bytes of the next tile
   return (64 * MT + 2 * kStages<C> * kBN) * (D + 8) * 2 + staging;
 }
 
-// Resident CTAs an SM the registers are budgeted for.
-template <typename C, int MT>
-constexpr int kMinCtas = MT == 2 ? 1 : kIsFp8<C> ? 3 : 2;
+// Resident CTAs an SM the registers are budgeted for. Head_dim 256 (MT = 1 only): 2, as many as
+// its shared memory allows (101 KB, fp8 84 KB), for the 128 fp32 O accumulators a thread holds.
+template <typename C, int D, int MT>
+constexpr int kMinCtas = MT == 2     ? 1
+                         : D > 128   ? 2
+                         : kIsFp8<C> ? 3
+                                     : 2;
 
-template <typename T, typename C, int D, int MT, bool QREG>
-__global__ void __launch_bounds__(kThreads, kMinCtas<C, MT>)
+template <typename T, typename C, int D, int MT, bool QREG, bool ALIBI>
+__global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
     prefill_kernel(const T* __restrict__ q, int q_stride, const C* __restrict__ k_cache,
                    const C* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
                    const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
                    const int32_t* __restrict__ cu_q, T* __restrict__ out, int heads,
-                   float scale_log2, int window, PagedKvLayout L) {
+                   float scale_log2, const float* __restrict__ alibi_slopes, int window,
+                   PagedKvLayout L) {
+  constexpr int kBN = kKeyTile<D>;
   constexpr int kRow = D + 8;  // padded row (elements): 16 bytes of padding
   constexpr int kChunks = D / 8;
   constexpr int kBM = 64 * MT;  // query rows per CTA
@@ -92,6 +106,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, MT>)
   const int kvh = h / (heads / L.kv_heads);
   const int32_t* table = block_tables + size_t(token_seq[q0]) * L.max_blocks_per_seq;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float slope = ALIBI ? alibi_slopes[h] * kLog2e : 0.0f;  // ALiBi, log2 domain
 
   // Key range of the tile: [min lo, max pos]; fully unmasked keys: [max lo, min pos].
   {
@@ -259,12 +274,20 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, MT>)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       float mx[2] = {-INFINITY, -INFINITY};
+      // ALiBi: bias of this thread's first key of the tile in each of its rows; key
+      // p0 + nt * 8 + (lane % 4) * 2 + e % 2 adds slope * (nt * 8 + e % 2).
+      float bias0[ALIBI ? 2 : 1];
+      if constexpr (ALIBI)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          bias0[hf] = alibi_bias(slope, p0 + (lane % 4) * 2, pos_r[mt][hf]);
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int hf = e / 2;
           float x = s[mt][nt][e] * scale_log2;
+          if constexpr (ALIBI) x += fmaf(slope, float(nt * 8 + e % 2), bias0[hf]);
           if (need_mask) {
             const int p = p0 + nt * 8 + (lane % 4) * 2 + (e % 2);
             if (p < lo_r[mt][hf] || p > pos_r[mt][hf]) x = -INFINITY;
@@ -360,33 +383,34 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, MT>)
   }
 }
 
-template <typename T, typename C, int D, int MT, bool QREG>
+template <typename T, typename C, int D, int MT, bool QREG, bool ALIBI>
 void launch_variant(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                     const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
                     const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads,
-                    float scale, int window, const PagedKvLayout& L, cudaStream_t stream) {
+                    float scale, const float* alibi_slopes, int window, const PagedKvLayout& L,
+                    cudaStream_t stream) {
   constexpr int bytes = smem_bytes<C, D, MT>();
+  auto* kernel = prefill_kernel<T, C, D, MT, QREG, ALIBI>;
   // Raised on every launch (cheap, per device, allowed during graph capture).
-  cudaFuncSetAttribute(prefill_kernel<T, C, D, MT, QREG>,
-                       cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   const dim3 grid((max_q_len + 64 * MT - 1) / (64 * MT), heads, num_seqs);
-  prefill_kernel<T, C, D, MT, QREG>
-      <<<grid, kThreads, bytes, stream>>>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                                          token_pos, cu_q, out, heads, scale * kLog2e, window, L);
+  kernel<<<grid, kThreads, bytes, stream>>>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+                                            token_pos, cu_q, out, heads, scale * kLog2e,
+                                            alibi_slopes, window, L);
 }
 
-template <typename T, typename C, int D>
+template <typename T, typename C, int D, bool ALIBI>
 void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
             const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
             const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads, float scale,
-            int window, const PagedKvLayout& L, cudaStream_t stream) {
+            const float* alibi_slopes, int window, const PagedKvLayout& L, cudaStream_t stream) {
   auto run = [&](auto mt) {
     constexpr int MT = decltype(mt)::value;
-    launch_variant<T, C, D, MT, MT == 1 && !kIsFp8<C>>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                                         token_pos, cu_q, num_seqs, max_q_len, out, heads, scale,
-                                         window, L, stream);
+    launch_variant<T, C, D, MT, MT == 1 && !kIsFp8<C>, ALIBI>(
+        q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, cu_q, num_seqs,
+        max_q_len, out, heads, scale, alibi_slopes, window, L, stream);
   };
-  if constexpr (kIsFp8<C>) {
+  if constexpr (kIsFp8<C> || D > 128) {  // head_dim 256: 2 m-tiles would not fit the registers
     run(std::integral_constant<int, 1>{});
   } else {
     // 128-row tiles when they still give >= 2 CTAs per SM (H100, 4096-token prompt: 182 vs 155
@@ -408,20 +432,24 @@ template <typename T, typename C>
 void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                              const int32_t* block_tables, const int32_t* token_seq,
                              const int32_t* token_pos, const int32_t* cu_q, int num_seqs,
-                             int max_q_len, T* out, int heads, float scale, int window,
-                             const PagedKvLayout& layout, cudaStream_t stream) {
+                             int max_q_len, T* out, int heads, float scale,
+                             const float* alibi_slopes, int window, const PagedKvLayout& layout,
+                             cudaStream_t stream) {
   if (num_seqs <= 0 || max_q_len <= 0 || heads <= 0) return;
   dispatch_head_dim(layout.head_dim, "paged_attention_prefill", [&](auto dim) {
-    launch<T, C, decltype(dim)::value>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                                    token_pos, cu_q, num_seqs, max_q_len, out, heads, scale, window,
-                                    layout, stream);
+    dispatch_alibi(alibi_slopes, [&](auto alibi) {
+      launch<T, C, decltype(dim)::value, decltype(alibi)::value>(
+          q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, cu_q, num_seqs,
+          max_q_len, out, heads, scale, alibi_slopes, window, layout, stream);
+    });
   });
 }
 
-#define LMX_INSTANTIATE(T, C)                                                            \
-  template void paged_attention_prefill<T, C>(                                           \
-      const T*, int, const C*, const C*, const int32_t*, const int32_t*, const int32_t*, \
-      const int32_t*, int, int, T*, int, float, int, const PagedKvLayout&, cudaStream_t);
+#define LMX_INSTANTIATE(T, C)                                                                      \
+  template void paged_attention_prefill<T, C>(const T*, int, const C*, const C*, const int32_t*,   \
+                                              const int32_t*, const int32_t*, const int32_t*, int, \
+                                              int, T*, int, float, const float*, int,              \
+                                              const PagedKvLayout&, cudaStream_t);
 LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 

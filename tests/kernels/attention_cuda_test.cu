@@ -2,11 +2,17 @@
 // kernels::cpu::paged_attention, on one ragged batch of sequences of lengths 1, 7, 83, 1000 and
 // 4100 with scrambled block tables, at several head layouts (MHA 32/32, GQA 32/8, 16/4, 12/2,
 // MQA 8/1, 32/1, and groups of 1-2 for the decode kernel's per-warp variant), head_dim
-// 64/80/96/128, window 0, 4096 and 7, in fp16 and bf16; plus the benchmark's MHA decode shapes
-// (batch 1 x 512, 1 x 8192, 32 x 512: the split plans of the cluster-merged kernel).
+// 64/80/96/128/256 (256: GPT-J 16/16, Gemma 8/1 and 16/8), window 0, 4096 and 7, in fp16 and bf16;
+// plus the benchmark's MHA decode shapes (batch 1 x 512, 1 x 8192, 32 x 512: the split plans of the
+// cluster-merged kernel), also at head_dim 256.
 // Inputs are rounded to the dtype first, so the reference sees exactly what the GPU sees.
 // The same decode and prefill cases also run over fp8 (E4M3) caches: the cache values are E4M3
 // values (exact in fp16 and bf16), so the tolerances stay those of T.
+// ALiBi (Bloom's slopes, also for head counts that are not a power of two) runs through every
+// kernel (decode: per-warp / cluster and workspace-merged variants; prefill: 64- and 128-row
+// tiles; generic), with GQA / MHA, windows, both cache dtypes and batches of 1, 7 and 83 tokens.
+// The bias is computed in fp32 on both sides (the GPU in the log2 domain), an error far below the
+// output rounding, so the tolerances stay the same.
 // Tolerances (relative L2 over the whole output): fp16 3e-3, bf16 1e-2. Output rounding alone is
 // ~3e-4 / 2.3e-3 rms relative (half an ulp of 11 / 8 bits, uniform); the prefill kernel also
 // rounds P (in [0, 1]) to the dtype before the PV product, adding about as much again.
@@ -46,13 +52,28 @@ struct Tol<__nv_bfloat16> {
 
 struct Shape {
   int heads, kv_heads, head_dim, window;
+  bool alibi = false;  // Bloom's slopes for `heads` (bloom_alibi_slopes)
 };
 
 std::string name(const Shape& s) {
   return std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " heads, d" +
-         std::to_string(s.head_dim) + ", window " + std::to_string(s.window);
+         std::to_string(s.head_dim) + ", window " + std::to_string(s.window) +
+         (s.alibi ? ", alibi" : "");
 }
 
+// Bloom's ALiBi slopes (Hugging Face build_alibi_tensor) for n heads: p = the largest power of two
+// <= n; slopes[i] = base^(i + 1) for i < p, base = 2^(-2^-(log2(p) - 3)); heads past p take the
+// odd powers of extra_base = 2^(-2^-(log2(2p) - 3)). E.g. 6 heads: 1/4, 1/16, 1/64, 1/256, 1/2,
+// 1/8.
+std::vector<float> bloom_alibi_slopes(int n) {
+  const int p = 1 << int(std::floor(std::log2(double(n))));
+  const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(double(p)) - 3)));
+  const double extra_base = std::pow(2.0, -std::pow(2.0, -(std::log2(2.0 * p) - 3)));
+  std::vector<float> slopes;
+  for (int i = 0; i < p; ++i) slopes.push_back(float(std::pow(base, i + 1)));
+  for (int j = 0; j < n - p; ++j) slopes.push_back(float(std::pow(extra_base, 2 * j + 1)));
+  return slopes;
+}
 
 template <typename T>
 std::vector<T> to_dtype(const std::vector<float>& v) {
@@ -114,7 +135,7 @@ struct Batch {
   int tokens() const { return int(seq.size()); }
 };
 
-enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill };
+enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill, kGeneric };
 
 // Sequences of the given lengths (default kLens), batch tokens over them; caches of C.
 template <typename T, typename C = T>
@@ -130,11 +151,13 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
   std::vector<float> q(size_t(tokens) * q_stride);
   for (float& v : q) v = float(T(nd(rng)));
   const float scale = 1.0f / std::sqrt(float(D));
+  const std::vector<float> slopes = s.alibi ? bloom_alibi_slopes(s.heads) : std::vector<float>{};
 
   std::vector<float> ref(size_t(tokens) * s.heads * D);
   kernels::cpu::paged_attention(q.data(), q_stride, sc.k_cache.data(), sc.v_cache.data(),
                                 sc.tables.data(), batch.seq.data(), batch.pos.data(), ref.data(),
-                                tokens, s.heads, scale, s.window, sc.layout);
+                                tokens, s.heads, scale, s.alibi ? slopes.data() : nullptr, s.window,
+                                sc.layout);
 
   const std::vector<T> hq = to_dtype<T>(q);
   const std::vector<C> hk = to_dtype<C>(sc.k_cache), hv = to_dtype<C>(sc.v_cache);
@@ -142,7 +165,11 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
   test::Dev<C> dk(hk.size()), dv(hv.size());
   test::Dev<int32_t> dtab(sc.tables.size()), dseq(tokens), dpos(tokens),
       dcu(std::max<size_t>(batch.cu_q.size(), 1));
-  ASSERT_TRUE(dq.p && dk.p && dv.p && dout.p && dtab.p && dseq.p && dpos.p && dcu.p);
+  test::Dev<float> dslopes(std::max<size_t>(slopes.size(), 1));
+  ASSERT_TRUE(dq.p && dk.p && dv.p && dout.p && dtab.p && dseq.p && dpos.p && dcu.p && dslopes.p);
+  LMX_CUDA_OK(
+      cudaMemcpy(dslopes.p, slopes.data(), slopes.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const float* alibi = s.alibi ? dslopes.p : nullptr;
   LMX_CUDA_OK(cudaMemcpy(dq.p, hq.data(), hq.size() * sizeof(T), cudaMemcpyHostToDevice));
   LMX_CUDA_OK(cudaMemcpy(dk.p, hk.data(), hk.size() * sizeof(C), cudaMemcpyHostToDevice));
   LMX_CUDA_OK(cudaMemcpy(dv.p, hv.data(), hv.size() * sizeof(C), cudaMemcpyHostToDevice));
@@ -155,9 +182,13 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
 
   const int max_len = *std::max_element(sc.lens.begin(), sc.lens.end());
   if (kernel == Kernel::kPrefill) {
-    kernels::cuda::paged_attention_prefill<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
-                                              dcu.p, int(batch.cu_q.size()) - 1, batch.max_q_len,
-                                              dout.p, s.heads, scale, s.window, sc.layout, nullptr);
+    kernels::cuda::paged_attention_prefill<T>(
+        dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p, dcu.p, int(batch.cu_q.size()) - 1,
+        batch.max_q_len, dout.p, s.heads, scale, alibi, s.window, sc.layout, nullptr);
+  } else if (kernel == Kernel::kGeneric) {
+    kernels::cuda::paged_attention_generic<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
+                                              dout.p, tokens, s.heads, scale, alibi, s.window,
+                                              sc.layout, nullptr);
   } else {
     const int max_context = kernel == Kernel::kDecode ? max_len : 1000;  // understated
     const size_t ws_bytes = kernels::cuda::paged_attention_decode_workspace_bytes(
@@ -166,8 +197,8 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
     ASSERT_TRUE(ws.p);
     LMX_CUDA_OK(cudaMemset(ws.p, 0xff, ws_bytes));
     kernels::cuda::paged_attention_decode<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
-                                             dout.p, tokens, s.heads, scale, s.window, sc.layout,
-                                             max_context, ws.p, ws_bytes, nullptr);
+                                             dout.p, tokens, s.heads, scale, alibi, s.window,
+                                             sc.layout, max_context, ws.p, ws_bytes, nullptr);
     LMX_CUDA_OK(cudaGetLastError());
     LMX_CUDA_OK(cudaDeviceSynchronize());
   }
@@ -191,8 +222,9 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
 }
 
 const Shape kShapes[] = {
-    {32, 32, 128, 0}, {32, 8, 128, 4096}, {8, 1, 64, 7},  {32, 8, 64, 0},     {8, 1, 128, 0},
-    {32, 32, 64, 7},  {16, 4, 80, 0},     {12, 2, 96, 7}, {32, 1, 128, 4096},
+    {32, 32, 128, 0}, {32, 8, 128, 4096}, {8, 1, 64, 7},   {32, 8, 64, 0},     {8, 1, 128, 0},
+    {32, 32, 64, 7},  {16, 4, 80, 0},     {12, 2, 96, 7},  {32, 1, 128, 4096}, {16, 16, 256, 0},
+    {8, 1, 256, 0},   {16, 8, 256, 4096}, {12, 4, 256, 7},
 };
 
 // Decode: the last token of every sequence, plus three more tokens of the 83-long sequence.
@@ -235,8 +267,8 @@ TYPED_TEST(PagedAttentionCuda, DecodeMatchesCpu) {
 // Groups of 1 and 2 (the per-warp decode kernel) at every head_dim, with and without windows.
 TYPED_TEST(PagedAttentionCuda, DecodeSmallGroupsMatchCpu) {
   LMX_REQUIRE_GPU();
-  const Shape shapes[] = {{16, 8, 80, 0},     {8, 4, 96, 4096}, {12, 12, 96, 7},
-                          {16, 16, 80, 4096}, {32, 16, 64, 0},  {32, 16, 128, 7}};
+  const Shape shapes[] = {{16, 8, 80, 0},  {8, 4, 96, 4096}, {12, 12, 96, 7}, {16, 16, 80, 4096},
+                          {32, 16, 64, 0}, {32, 16, 128, 7}, {16, 8, 256, 7}, {8, 8, 256, 4096}};
   uint32_t seed = 40;
   for (const Shape& s : shapes) check<TypeParam>(s, decode_batch(), Kernel::kDecode, seed++);
 }
@@ -252,6 +284,10 @@ TYPED_TEST(PagedAttentionCuda, DecodeMhaBatches) {
   check<TypeParam>(mha, last_tokens(32, 512), Kernel::kDecode, 52, std::vector<int>(32, 512));
   check<TypeParam>(mha, last_tokens(1, 100), Kernel::kDecode, 53, {100});
   check<TypeParam>({32, 32, 128, 1000}, last_tokens(1, 3000), Kernel::kDecode, 54, {3000});
+  // GPT-J-6B (16 / 16 / 256): the per-warp kernel at 1 CTA an SM, clusters of 8 and 1 split.
+  const Shape gptj{16, 16, 256, 0};
+  check<TypeParam>(gptj, last_tokens(1, 8192), Kernel::kDecode, 55, {8192});
+  check<TypeParam>(gptj, last_tokens(32, 512), Kernel::kDecode, 56, std::vector<int>(32, 512));
 }
 
 TYPED_TEST(PagedAttentionCuda, DecodeWithUnderstatedMaxContext) {
@@ -260,6 +296,7 @@ TYPED_TEST(PagedAttentionCuda, DecodeWithUnderstatedMaxContext) {
   check<TypeParam>({8, 1, 64, 4096}, decode_batch(), Kernel::kDecodeShortMaxContext, 8);
   check<TypeParam>({32, 32, 128, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, 9);
   check<TypeParam>({16, 8, 96, 4096}, decode_batch(), Kernel::kDecodeShortMaxContext, 10);
+  check<TypeParam>({8, 1, 256, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, 14);
 }
 
 TYPED_TEST(PagedAttentionCuda, DecodeKernelOnPrefillChunks) {
@@ -291,6 +328,8 @@ TYPED_TEST(PagedAttentionCuda, DecodeOverFp8CacheMatchesCpu) {
   check<TypeParam, KvFp8>(mha, last_tokens(1, 8192), Kernel::kDecode, seed++, {8192});
   check<TypeParam, KvFp8>(mha, last_tokens(32, 512), Kernel::kDecode, seed++,
                           std::vector<int>(32, 512));
+  check<TypeParam, KvFp8>({16, 16, 256, 0}, last_tokens(1, 8192), Kernel::kDecode, seed++, {8192});
+  check<TypeParam, KvFp8>({16, 8, 256, 7}, decode_batch(), Kernel::kDecode, seed++);
 }
 
 TYPED_TEST(PagedAttentionCuda, PrefillOverFp8CacheMatchesCpu) {
@@ -298,6 +337,76 @@ TYPED_TEST(PagedAttentionCuda, PrefillOverFp8CacheMatchesCpu) {
   uint32_t seed = 300;
   for (const Shape& s : kShapes)
     check<TypeParam, KvFp8>(s, prefill_batch(), Kernel::kPrefill, seed++);
+}
+
+// ALiBi shapes: Bloom-560m (16/16/64) and Bloom-7b1 (32/32/128), 6 and 12 heads (slopes from the
+// extra base), every decode variant (groups 1 and 2: per-warp kernel; 3, 6: workspace-merged
+// kernel), MQA, windows 7, 1000 and 4096, head_dim 64 to 256.
+const Shape kAlibiShapes[] = {
+    {16, 16, 64, 0, true}, {32, 32, 128, 1000, true}, {6, 6, 64, 0, true},
+    {6, 3, 128, 7, true},  {6, 2, 80, 4096, true},    {6, 1, 96, 0, true},
+    {12, 4, 64, 7, true},  {32, 8, 128, 0, true},     {6, 6, 256, 0, true},
+    {6, 3, 256, 7, true},  {12, 4, 256, 4096, true},
+};
+
+// Batches of 1, 7 and 83 tokens: one decode token, the last 7 tokens of the 4100-long sequence,
+// the whole 83-long sequence (as independent tokens for decode / generic, one chunk for prefill).
+std::vector<Batch> odd_batches() {
+  std::vector<Batch> b(3);
+  b[0].add_chunk(3, 999, 1000);
+  b[1].add_chunk(4, 4093, 4100);
+  b[2].add_chunk(2, 0, 83);
+  return b;
+}
+
+template <typename T, typename C>
+void check_alibi(Kernel kernel, uint32_t seed) {
+  // Generic: the decode batch, whose reference is cheap (odd_batches adds 83 prefill tokens).
+  const Batch main_batch = kernel == Kernel::kPrefill ? prefill_batch() : decode_batch();
+  for (const Shape& s : kAlibiShapes) check<T, C>(s, main_batch, kernel, seed++);
+  for (const Batch& b : odd_batches()) {
+    check<T, C>({6, 6, 64, 0, true}, b, kernel, seed++);
+    check<T, C>({12, 4, 128, 7, true}, b, kernel, seed++);
+  }
+}
+
+TYPED_TEST(PagedAttentionCuda, AlibiDecodeMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  check_alibi<TypeParam, TypeParam>(Kernel::kDecode, 400);
+  // Bloom-7b1 batch 1 x 8192 (8 splits merged in a cluster); the workspace merge with fewer
+  // splits than planned (understated max_context), MHA and GQA.
+  check<TypeParam>({32, 32, 128, 0, true}, last_tokens(1, 8192), Kernel::kDecode, 420, {8192});
+  check<TypeParam>({6, 2, 80, 0, true}, decode_batch(), Kernel::kDecodeShortMaxContext, 421);
+  check<TypeParam>({16, 16, 64, 0, true}, decode_batch(), Kernel::kDecodeShortMaxContext, 422);
+}
+
+TYPED_TEST(PagedAttentionCuda, AlibiDecodeOverFp8CacheMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  check_alibi<TypeParam, KvFp8>(Kernel::kDecode, 430);
+  check<TypeParam, KvFp8>({32, 32, 128, 0, true}, last_tokens(1, 8192), Kernel::kDecode, 450,
+                          {8192});
+}
+
+// 32/32/128 and 32/8/128 take the 128-row tiles (>= 264 CTAs), the other shapes 64-row ones.
+TYPED_TEST(PagedAttentionCuda, AlibiPrefillMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  check_alibi<TypeParam, TypeParam>(Kernel::kPrefill, 460);
+}
+
+TYPED_TEST(PagedAttentionCuda, AlibiPrefillOverFp8CacheMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  check_alibi<TypeParam, KvFp8>(Kernel::kPrefill, 490);
+}
+
+// The generic kernel (any head_dim <= 256): the tuned dims and odd ones, with and without ALiBi.
+TYPED_TEST(PagedAttentionCuda, GenericMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  check_alibi<TypeParam, TypeParam>(Kernel::kGeneric, 520);
+  check_alibi<TypeParam, KvFp8>(Kernel::kGeneric, 540);
+  uint32_t seed = 560;
+  for (const Shape& s : {Shape{6, 2, 40, 0, true}, Shape{6, 6, 16, 7, true}, Shape{4, 2, 8, 0},
+                         Shape{8, 2, 256, 4096, true}, Shape{12, 4, 96, 0}})
+    check<TypeParam>(s, decode_batch(), Kernel::kGeneric, seed++);
 }
 
 }  // namespace

@@ -153,7 +153,7 @@ TEST(PagedAttention, MatchesDenseReferenceWithGqaAndWindows) {
     std::vector<float> out(size_t(T) * heads * D, NAN);
     const float scale = 1.0f / std::sqrt(float(D));
     k::paged_attention(q.data(), heads * D, kc.data(), vc.data(), tables.data(), seq.data(),
-                       pos.data(), out.data(), T, heads, scale, window, L);
+                       pos.data(), out.data(), T, heads, scale, nullptr, window, L);
 
     std::vector<double> ref(out.size());
     for (int t = 0; t < T; ++t)
@@ -180,6 +180,85 @@ TEST(PagedAttention, MatchesDenseReferenceWithGqaAndWindows) {
       }
     EXPECT_LT(rel_error(out, ref), 1e-5) << "window " << window;
   }
+}
+
+// Bloom's ALiBi slopes (Hugging Face build_alibi_tensor) for n heads, in double: p = the largest
+// power of two <= n; slopes[i] = base^(i + 1) for i < p, base = 2^(-2^-(log2(p) - 3)); heads
+// past p take the odd powers of extra_base = 2^(-2^-(log2(2p) - 3)).
+std::vector<double> bloom_alibi_slopes(int n) {
+  const int p = 1 << int(std::floor(std::log2(double(n))));
+  const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(double(p)) - 3)));
+  const double extra_base = std::pow(2.0, -std::pow(2.0, -(std::log2(2.0 * p) - 3)));
+  std::vector<double> slopes;
+  for (int i = 0; i < p; ++i) slopes.push_back(std::pow(base, i + 1));
+  for (int j = 0; j < n - p; ++j) slopes.push_back(std::pow(extra_base, 2 * j + 1));
+  return slopes;
+}
+
+// ALiBi: the reference with slopes equals dense attention whose scores get Bloom's own bias,
+// slope * (key position) (softmax-equivalent to the reference's slope * (p - pos)), computed in
+// double, for 6 heads (not a power of two: two slopes from the extra base), MHA and GQA, with and
+// without a window. Tolerance 1e-5 as above (fp32 over <= 13 keys).
+TEST(PagedAttention, AlibiMatchesBloomBiasInDouble) {
+  const int heads = 6, D = 7, bs = 4;
+  const std::vector<double> slopes = bloom_alibi_slopes(heads);
+  ASSERT_NEAR(slopes[0], 0.25, 1e-15);  // 4 heads' base 2^-2, then 2^-1 and 2^-3 for heads 5, 6
+  ASSERT_NEAR(slopes[4], 0.5, 1e-15);
+  ASSERT_NEAR(slopes[5], 0.125, 1e-15);
+  const std::vector<float> slopes_f(slopes.begin(), slopes.end());  // exact: powers of two
+  const std::vector<int> lengths = {1, 7, 13};
+  for (int kv_heads : {6, 2})
+    for (int window : {0, 5}) {
+      kernels::PagedKvLayout L{bs, kv_heads, D, 4};
+      std::vector<float> kc(size_t(12) * bs * kv_heads * D, NAN), vc = kc;
+      std::vector<int32_t> tables = {9, 0, 0, 0, 3, 7, 0, 0, 11, 1, 5, 2};
+      std::vector<int32_t> seq, pos;
+      for (size_t s = 0; s < lengths.size(); ++s)
+        for (int p = 0; p < lengths[s]; ++p) seq.push_back(int32_t(s)), pos.push_back(p);
+      const int T = int(seq.size()), kv_stride = kv_heads * D;
+      // Larger q so the dot products do not drown the bias (both matter in the softmax).
+      const auto kk = randn(size_t(T) * kv_stride, 12), vv = randn(size_t(T) * kv_stride, 13);
+      const auto q = randn(size_t(T) * heads * D, 14, 2.0f);
+      k::write_kv(kk.data(), vv.data(), kv_stride, kc.data(), vc.data(), tables.data(), seq.data(),
+                  pos.data(), T, L);
+      std::vector<float> out(size_t(T) * heads * D, NAN);
+      const float scale = 1.0f / std::sqrt(float(D));
+      k::paged_attention(q.data(), heads * D, kc.data(), vc.data(), tables.data(), seq.data(),
+                         pos.data(), out.data(), T, heads, scale, slopes_f.data(), window, L);
+
+      std::vector<double> ref(out.size());
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < heads; ++h) {
+          const int kvh = h / (heads / kv_heads);
+          std::vector<double> w;
+          std::vector<int> keys;
+          for (int u = 0; u < T; ++u) {
+            if (seq[u] != seq[t] || pos[u] > pos[t]) continue;
+            if (window > 0 && pos[t] - pos[u] >= window) continue;
+            double dot = 0;
+            for (int d = 0; d < D; ++d)
+              dot += double(q[(t * heads + h) * D + d]) * kk[u * kv_stride + kvh * D + d];
+            w.push_back(dot * scale + slopes[size_t(h)] * pos[u]);  // Bloom: slope * key position
+            keys.push_back(u);
+          }
+          const double m = *std::max_element(w.begin(), w.end());
+          double z = 0;
+          for (double& x : w) z += x = std::exp(x - m);
+          for (int d = 0; d < D; ++d) {
+            double acc = 0;
+            for (size_t i = 0; i < keys.size(); ++i)
+              acc += w[i] / z * vv[keys[i] * kv_stride + kvh * D + d];
+            ref[(t * heads + h) * D + d] = acc;
+          }
+        }
+      EXPECT_LT(rel_error(out, ref), 1e-5) << "kv_heads " << kv_heads << ", window " << window;
+
+      // The bias changes the result (it is not silently dropped): without it, far from ref.
+      std::vector<float> plain(out.size(), NAN);
+      k::paged_attention(q.data(), heads * D, kc.data(), vc.data(), tables.data(), seq.data(),
+                         pos.data(), plain.data(), T, heads, scale, nullptr, window, L);
+      EXPECT_GT(rel_error(plain, ref), 1e-2) << "kv_heads " << kv_heads << ", window " << window;
+    }
 }
 
 }  // namespace

@@ -491,19 +491,19 @@ class CudaBackend final : public Backend {
           // indices, so it takes the chunk list from chunk lead_single on, unchanged.
           if (m.lead_single > 0)
             k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                         attn_.get(), m.lead_single, desc_.num_heads, scale,
+                                         attn_.get(), m.lead_single, desc_.num_heads, scale, nullptr,
                                          window, layout_, m.max_context, workspace_.get(),
                                          workspace_.size(), stream_);
           if (m.lead_single < m.seqs)
             k::paged_attention_prefill<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
                                           d + m.cu_q + m.lead_single, m.seqs - m.lead_single,
-                                          m.max_chunk, attn_.get(), desc_.num_heads, scale,
+                                          m.max_chunk, attn_.get(), desc_.num_heads, scale, nullptr,
                                           window, layout_, stream_);
           return;
         }
       }
       k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                    attn_.get(), m.tokens, desc_.num_heads, scale, window, layout_,
+                                    attn_.get(), m.tokens, desc_.num_heads, scale, nullptr, window, layout_,
                                     stream_);
     });
   }
