@@ -223,12 +223,10 @@ int run_bench(int argc, char** argv) {
   const DecoderDesc& d = backend->desc();
   const size_t elem = o.dtype == CudaDtype::F32 ? 4 : 2;
   const size_t kv_elem = size_t(kernels::kv_value_bytes(o.kv_dtype, int(elem)));
-  double weight_bytes = 0;
-  for (const auto& [n, k] : {std::pair{d.qkv_size(), d.hidden_size}, {d.hidden_size, d.q_size()},
-                             {(d.mlp == MlpKind::Gated ? 2 : 1) * d.intermediate_size, d.hidden_size},
-                             {d.hidden_size, d.intermediate_size}})
-    weight_bytes += double(n) * k * elem * d.num_layers;
-  weight_bytes += double(d.vocab_size) * d.hidden_size * elem;  // LM head (read every step)
+  // Bytes of weights a decode step reads: every layer's projections and the LM head.
+  double weight_bytes = double(d.vocab_size) * d.embed_dim * elem;
+  for (const LayerWeightRefs& L : describe_weights(d).layers)
+    for (const LinearRef* l : {&L.qkv, &L.o, &L.up, &L.down}) weight_bytes += double(l->out) * l->in * elem;
 
   nlohmann::json out;
   out["device"] = cuda_device_name();

@@ -29,7 +29,12 @@ constexpr const char* kUsage =
     "                    --top-k K --top-p P"
     " --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
     "                    [--dump-logits] [--verbose]\n"
-    "  sampling without --seed uses a random seed\n";
+    "  sampling without --seed uses a random seed\n"
+    "  --dump-logits adds last_prompt_logits and step_logits (the fp32 logits of the next 4\n"
+    "  draws: entry i chose generated token i + 1) to the --json output\n";
+
+// Decode steps whose logits --dump-logits prints (the parity fixtures compare as many).
+constexpr int kDumpedDecodeSteps = 4;
 
 SamplingParams sampling_from(const Args& args) {
   SamplingParams s;
@@ -86,6 +91,7 @@ int run_generate(int argc, char** argv) {
   request.params.ignore_eos = args.has("--ignore-eos");
   request.params.sampling = sampling_from(args);
   request.params.return_prompt_logits = args.has("--dump-logits");
+  if (args.has("--dump-logits")) request.params.return_step_logits = kDumpedDecodeSteps;
 
   const LoadedModel model = load_model(model_dir);
   const int block_size = 16;
@@ -120,7 +126,10 @@ int run_generate(int argc, char** argv) {
     else
       out["text"] = nullptr;  // no tokenizer files in the model directory
     out["finish_reason"] = finish_reason_name(result.finish);
-    if (args.has("--dump-logits")) out["last_prompt_logits"] = result.prompt_logits;
+    if (args.has("--dump-logits")) {
+      out["last_prompt_logits"] = result.prompt_logits;
+      out["step_logits"] = result.step_logits;
+    }
     std::cout << out.dump() << "\n";
   } else if (tokenizer) {
     std::cout << tokenizer->decode(result.tokens, /*skip_special_tokens=*/true) << "\n";

@@ -121,7 +121,7 @@ class EngineImpl final : public Engine {
                    {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
         started_(Clock::now()) {
     spdlog::info("engine ready: {} on {} ({}), {}; KV cache {}", model_.desc.architecture,
-                 backend_->name(), path_name(), path_reason(), kv_cache_dtype_);
+                 backend_->name(), path().name, path().reason, kv_cache_dtype_);
     delivery_ = std::thread([this] { run_deliveries(); });
     worker_ = std::thread([this] { run(); });
   }
@@ -178,8 +178,8 @@ class EngineImpl final : public Engine {
     return {{"state", stopping_ ? "draining" : "ready"},
             {"architecture", model_.desc.architecture},
             {"device", backend_->name()},
-            {"path", path_name()},
-            {"path_reason", path_reason()},
+            {"path", path().name},
+            {"path_reason", path().reason},
             {"running", stats_.running},
             {"waiting", stats_.waiting + int(incoming_.size())},
             {"kv_blocks_used", stats_.kv_blocks_used},
@@ -214,20 +214,7 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  std::string path_name() const {
-    if (backend_->name() == "cpu") return "cpu_reference";
-    return model_.architecture->fused_policy ? "kernel_injection" : "generic";
-  }
-  std::string path_reason() const {
-    const bool policy = model_.architecture->fused_policy;
-    if (backend_->name() == "cpu")
-      return fmt::format("device=cpu: the CPU reference backend runs every architecture unfused "
-                         "({} has {} kernel-injection policy for CUDA)", model_.desc.architecture,
-                         policy ? "a" : "no");
-    return policy ? fmt::format("{} has a fused-kernel policy", model_.desc.architecture)
-                  : fmt::format("{} has no fused-kernel policy: the generic path runs the same "
-                                "ops unfused", model_.desc.architecture);
-  }
+  ExecutionPath path() const { return execution_path(*model_.architecture, backend_->name() == "cpu"); }
 
   double recent_tokens_per_second() const {  // over the last 10 s; mutex_ held
     const auto cutoff = Clock::now() - std::chrono::seconds(10);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/backend/activation_kind.h"
+#include "engine/backend/alibi.h"
 #include "engine/backend/rope.h"
 #include "engine/core/error.h"
 #include "kernels/activation.h"
@@ -18,16 +19,10 @@ namespace {
 namespace k = kernels::cpu;
 
 using Buffer = std::vector<float>;
-
-// Weights of one layer, fp32 host, canonical layouts (see engine/model/weight_map.h).
-struct CpuLayer {
-  Buffer attn_norm_w, attn_norm_b, qkv_w, qkv_b, o_w, o_b;
-  Buffer mlp_norm_w, mlp_norm_b, up_w, up_b, down_w, down_b;
-};
+using CpuLinear = Linear<Buffer>;
+using CpuNorm = Norm<Buffer>;
 
 const float* ptr_or_null(const Buffer& b) { return b.empty() ? nullptr : b.data(); }
-
-Buffer load(const WeightRef& ref) { return ref.present() ? materialize_f32(ref) : Buffer{}; }
 
 class CpuBackend final : public Backend {
  public:
@@ -38,21 +33,11 @@ class CpuBackend final : public Backend {
     if (kv.block_size <= 0 || kv.num_blocks <= 0)
       throw_error("KV cache needs a positive block size and block count (got {} x {})",
                   kv.block_size, kv.num_blocks);
-    const ModelWeightRefs& w = model.weights;
-    embed_ = load(w.embed);
-    position_embed_ = load(w.position_embed);
-    final_norm_w_ = load(w.final_norm_weight);
-    final_norm_b_ = load(w.final_norm_bias);
-    tied_head_ = w.lm_head_tied;
-    if (!tied_head_) lm_head_ = load(w.lm_head);
-    for (const LayerWeightRefs& L : w.layers) {
-      layers_.push_back(CpuLayer{load(L.attn_norm_weight), load(L.attn_norm_bias),
-                                 load(L.qkv_weight), load(L.qkv_bias), load(L.o_weight),
-                                 load(L.o_bias), load(L.mlp_norm_weight), load(L.mlp_norm_bias),
-                                 load(L.up_weight), load(L.up_bias), load(L.down_weight),
-                                 load(L.down_bias)});
-    }
+    w_ = map_weights<Buffer>(model.weights, [](const WeightRef& ref, WeightKind) {
+      return ref.present() ? materialize_f32(ref) : Buffer{};
+    });
     if (desc_.positions == PositionKind::Rotary) inv_freq_ = rope_inv_freq(desc_.rope);
+    if (desc_.positions == PositionKind::Alibi) alibi_ = alibi_slopes(desc_.num_heads);
     layout_ = {kv.block_size, desc_.num_kv_heads, desc_.head_dim, 0};
     const size_t per_layer = size_t(kv.num_blocks) * kv.block_size * desc_.kv_size();
     k_cache_.assign(size_t(desc_.num_layers), Buffer(per_layer));
@@ -75,11 +60,8 @@ class CpuBackend final : public Backend {
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
     prepare_batch(chunks);
     const int T = int(ids_.size());
-    const int H = desc_.hidden_size;
-    x_.resize(size_t(T) * H);
-    k::embedding(ids_.data(), embed_.data(), positions_.data(),
-                 position_embed_.empty() ? nullptr : position_embed_.data(), x_.data(), T, H);
-    for (int l = 0; l < desc_.num_layers; ++l) run_layer(l, T);
+    embed(T);
+    for (int l = 0; l < desc_.num_layers; ++l) run_layer(w_.layers[size_t(l)], l, T);
     compute_logits(logits);
   }
 
@@ -120,28 +102,90 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void norm(const Buffer& w, const Buffer& b, const float* in, float* out, int rows) const {
-    if (desc_.norm == NormKind::RmsNorm)
-      k::rms_norm(in, w.data(), out, rows, desc_.hidden_size, desc_.norm_eps);
-    else
-      k::layer_norm(in, w.data(), b.data(), out, rows, desc_.hidden_size, desc_.norm_eps);
+  // The layer program (docs/model-layer.md): the CPU backend's one interpretation of the
+  // DecoderDesc. x_ [T, hidden] is the residual stream.
+
+  // x_ = token embedding (projected to hidden when embed_dim differs) + learned position rows,
+  // then the embedding norm.
+  void embed(int T) {
+    const int H = desc_.hidden_size, E = desc_.embed_dim;
+    const float* pos_table = position_table();
+    x_.resize(size_t(T) * H);
+    if (!desc_.projects_embeddings()) {
+      k::embedding(ids_.data(), w_.embed.data(), positions_.data(), pos_table, x_.data(), T, H);
+    } else {
+      h_.resize(size_t(T) * E);
+      k::embedding(ids_.data(), w_.embed.data(), nullptr, nullptr, h_.data(), T, E);
+      linear(w_.project_in, h_.data(), x_.data(), T);
+      if (pos_table) {
+        delta_.resize(size_t(T) * H);
+        k::embedding(positions_.data(), pos_table, nullptr, nullptr, delta_.data(), T, H);
+        add(x_, delta_.data());
+      }
+    }
+    if (desc_.embedding_norm) norm(w_.embed_norm, x_.data(), x_.data(), T);
   }
 
-  void run_layer(int l, int T) {
-    const CpuLayer& L = layers_[size_t(l)];
-    const int H = desc_.hidden_size, QKV = desc_.qkv_size(), Q = desc_.q_size();
-    const int I = desc_.intermediate_size;
-    const bool gated = desc_.mlp == MlpKind::Gated;
+  // Row p of the learned position table (OPT's rows start at its offset); null without one.
+  const float* position_table() const {
+    if (desc_.positions != PositionKind::LearnedAbsolute) return nullptr;
+    return w_.position_embed.data() + size_t(desc_.position_offset) * desc_.hidden_size;
+  }
+
+  void linear(const CpuLinear& L, const float* x, float* y, int rows) const {
+    k::linear(x, L.weight.data(), ptr_or_null(L.bias), y, rows, int(L.out), int(L.in));
+  }
+
+  void norm(const CpuNorm& n, const float* in, float* out, int rows) const {
+    if (desc_.norm == NormKind::RmsNorm)
+      k::rms_norm(in, n.weight.data(), out, rows, desc_.hidden_size, desc_.norm_eps);
+    else
+      k::layer_norm(in, n.weight.data(), n.bias.data(), out, rows, desc_.hidden_size,
+                    desc_.norm_eps);
+  }
+
+  static void add(Buffer& x, const float* delta) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+  }
+
+  void run_layer(const LayerWeights<Buffer>& L, int l, int T) {
+    const int H = desc_.hidden_size;
     h_.resize(size_t(T) * H);
+    delta_.resize(size_t(T) * H);
+    const CpuNorm& mlp_norm = desc_.shared_block_norm ? L.attn_norm : L.mlp_norm;
+    if (desc_.norm_placement == NormPlacement::Post) {  // x = norm(x + block(x))
+      attention_block(L, l, x_.data(), delta_.data(), T);
+      add(x_, delta_.data());
+      norm(L.attn_norm, x_.data(), x_.data(), T);
+      mlp_block(L, x_.data(), delta_.data(), T);
+      add(x_, delta_.data());
+      norm(mlp_norm, x_.data(), x_.data(), T);
+    } else if (desc_.parallel_residual) {  // x = x + attn(norm1(x)) + mlp(norm2(x))
+      norm(L.attn_norm, x_.data(), h_.data(), T);
+      attention_block(L, l, h_.data(), delta_.data(), T);
+      if (!desc_.shared_block_norm) norm(mlp_norm, x_.data(), h_.data(), T);
+      add(x_, delta_.data());
+      mlp_block(L, h_.data(), delta_.data(), T);
+      add(x_, delta_.data());
+    } else {  // x = r + block(norm(x)), r = x or (residual_from_norm) norm(x)
+      for (const bool attention : {true, false}) {
+        norm(attention ? L.attn_norm : mlp_norm, x_.data(), h_.data(), T);
+        if (attention)
+          attention_block(L, l, h_.data(), delta_.data(), T);
+        else
+          mlp_block(L, h_.data(), delta_.data(), T);
+        if (desc_.residual_from_norm) x_ = h_;
+        add(x_, delta_.data());
+      }
+    }
+  }
+
+  // out [T, hidden] = o_proj(attention(rope(qkv_proj(in)))), appending the K/V to layer l's cache.
+  void attention_block(const LayerWeights<Buffer>& L, int l, const float* in, float* out, int T) {
+    const int QKV = desc_.qkv_size(), Q = desc_.q_size();
     qkv_.resize(size_t(T) * QKV);
     attn_.resize(size_t(T) * Q);
-    up_.resize(size_t(T) * (gated ? 2 * I : I));
-    act_.resize(size_t(T) * I);
-    delta_.resize(size_t(T) * H);
-
-    // Attention block: x += o_proj(attention(rope(qkv_proj(norm(x)))))
-    norm(L.attn_norm_w, L.attn_norm_b, x_.data(), h_.data(), T);
-    k::linear(h_.data(), L.qkv_w.data(), ptr_or_null(L.qkv_b), qkv_.data(), T, QKV, H);
+    linear(L.qkv, in, qkv_.data(), T);
     float* q = qkv_.data();
     float* kk = q + Q;
     float* v = kk + desc_.kv_size();
@@ -157,41 +201,50 @@ class CpuBackend final : public Backend {
                 layout_, kv_.dtype);
     k::paged_attention(q, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(),
                        attn_.data(), T, desc_.num_heads, desc_.attention_scale(),
-                       /*alibi_slopes=*/nullptr, desc_.sliding_window[size_t(l)], layout_);
-    k::linear(attn_.data(), L.o_w.data(), ptr_or_null(L.o_b), delta_.data(), T, H, Q);
-    for (size_t i = 0; i < x_.size(); ++i) x_[i] += delta_[i];
+                       alibi_.empty() ? nullptr : alibi_.data(), desc_.sliding_window[size_t(l)],
+                       layout_);
+    linear(L.o, attn_.data(), out, T);
+  }
 
-    // MLP block: x += down(act(up(norm(x))))
-    norm(L.mlp_norm_w, L.mlp_norm_b, x_.data(), h_.data(), T);
-    k::linear(h_.data(), L.up_w.data(), ptr_or_null(L.up_b), up_.data(), T, gated ? 2 * I : I, H);
-    if (gated)
+  // out [T, hidden] = down(act(up(in))), gated or plain.
+  void mlp_block(const LayerWeights<Buffer>& L, const float* in, float* out, int T) {
+    const int I = desc_.intermediate_size;
+    up_.resize(size_t(T) * desc_.up_rows());
+    act_.resize(size_t(T) * I);
+    linear(L.up, in, up_.data(), T);
+    if (desc_.mlp == MlpKind::Gated)
       k::gated_act(to_kernel(desc_.activation), up_.data(), act_.data(), T, I);
     else
       k::act(to_kernel(desc_.activation), up_.data(), act_.data(), T, I);
-    k::linear(act_.data(), L.down_w.data(), ptr_or_null(L.down_b), delta_.data(), T, H, I);
-    for (size_t i = 0; i < x_.size(); ++i) x_[i] += delta_[i];
+    linear(L.down, act_.data(), out, T);
   }
 
+  // Logits of the rows that want them: final norm, project_out, LM head (+ bias).
   void compute_logits(std::vector<float>& logits) {
-    const int H = desc_.hidden_size, V = desc_.vocab_size;
+    const int H = desc_.hidden_size, E = desc_.embed_dim;
     const int rows = int(logit_rows_.size());
     h_.resize(size_t(rows) * H);
     for (int r = 0; r < rows; ++r)
       std::copy_n(x_.begin() + ptrdiff_t(logit_rows_[size_t(r)]) * H, H, h_.begin() + ptrdiff_t(r) * H);
-    norm(final_norm_w_, final_norm_b_, h_.data(), h_.data(), rows);
-    logits.resize(size_t(rows) * V);
-    const float* head = tied_head_ ? embed_.data() : lm_head_.data();
-    k::linear(h_.data(), head, nullptr, logits.data(), rows, V, H);
+    if (desc_.final_norm) norm(w_.final_norm, h_.data(), h_.data(), rows);
+    const float* head_in = h_.data();
+    if (desc_.projects_embeddings()) {
+      delta_.resize(size_t(rows) * E);
+      linear(w_.project_out, h_.data(), delta_.data(), rows);
+      head_in = delta_.data();
+    }
+    logits.resize(size_t(rows) * desc_.vocab_size);
+    k::linear(head_in, w_.head_weight().data(), ptr_or_null(w_.lm_head.bias), logits.data(), rows,
+              desc_.vocab_size, E);
   }
 
   DecoderDesc desc_;
   KvCacheShape kv_;
   kernels::PagedKvLayout layout_{};
 
-  Buffer embed_, position_embed_, final_norm_w_, final_norm_b_, lm_head_;
-  bool tied_head_ = false;
-  std::vector<CpuLayer> layers_;
-  std::vector<float> inv_freq_;
+  ModelWeights<Buffer> w_;   // fp32, canonical layouts (engine/model/model_weights.h)
+  std::vector<float> inv_freq_;  // [rotary_dim / 2], rotary positions
+  std::vector<float> alibi_;     // [heads], ALiBi positions
   std::vector<Buffer> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_heads, head_dim]
 
   // Per-forward scratch, reused across steps.

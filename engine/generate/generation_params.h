@@ -14,6 +14,9 @@ struct GenerationParams {
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;  // stop after emitting any of these (besides eos)
   bool return_prompt_logits = false;    // logits at the last prompt position
+  // Logits of the next N draws after the first: entry i is the distribution that chose generated
+  // token i + 1 (decode-step parity with transformers).
+  int return_step_logits = 0;
 };
 
 }  // namespace lmx

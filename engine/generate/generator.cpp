@@ -32,6 +32,7 @@ std::vector<GenerationResult> Generator::generate(std::span<const GenerationRequ
     for (TokenOutput& out : scheduler.step()) {
       GenerationResult& r = results[out.id];
       if (!out.prompt_logits.empty()) r.prompt_logits = std::move(out.prompt_logits);
+      if (!out.step_logits.empty()) r.step_logits.push_back(std::move(out.step_logits));
       r.tokens.push_back(out.token.id);
       r.logprobs.push_back(out.token.logprob);
       if (out.finished) r.finish = out.reason;

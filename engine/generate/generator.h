@@ -24,6 +24,7 @@ struct GenerationResult {
   std::vector<float> logprobs;  // per generated token
   FinishReason finish = FinishReason::Length;
   std::vector<float> prompt_logits;  // [vocab] when requested
+  std::vector<std::vector<float>> step_logits;  // [return_step_logits][vocab] when requested
 };
 
 class Generator {

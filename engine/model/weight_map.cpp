@@ -1,5 +1,7 @@
 #include "engine/model/weight_map.h"
 
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
@@ -11,35 +13,37 @@ std::string layer_name(const std::string& pattern, int layer) {
   return fmt::format(fmt::runtime(pattern), layer);
 }
 
+std::vector<std::string> for_layer(const std::vector<std::string>& patterns, int layer) {
+  std::vector<std::string> out;
+  for (const auto& p : patterns) out.push_back(layer_name(p, layer));
+  return out;
+}
+
+// Row groups for a projection stored either fused (one name) or split (one name per group).
+std::vector<int64_t> row_groups(size_t num_names, const std::vector<int64_t>& split) {
+  if (num_names == split.size()) return split;
+  return {std::accumulate(split.begin(), split.end(), int64_t(0))};
+}
+
+// Looks tensors up in a checkpoint and checks them; without a checkpoint (describe_weights) it
+// only shapes the references.
 class Resolver {
  public:
-  Resolver(const Checkpoint& ckpt, const TensorNames& names) : ckpt_(ckpt), names_(names) {}
+  Resolver(const Checkpoint* ckpt, const TensorNames& names) : ckpt_(ckpt), names_(names) {}
 
-  const TensorView* lookup(const std::string& name) const {
-    if (const TensorView* t = ckpt_.find(name)) return t;
-    const std::string& prefix = names_.optional_prefix;
-    if (!prefix.empty() && name.starts_with(prefix)) return ckpt_.find(name.substr(prefix.size()));
-    return nullptr;
-  }
-
-  const TensorView& require(const std::string& name) const {
-    const TensorView* t = lookup(name);
-    if (!t) throw_error("missing tensor '{}' in the checkpoint at {}", name, ckpt_.dir().string());
-    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
-      throw_error("tensor '{}' has dtype {}, expected F32, F16 or BF16", name,
-                  dtype_name(t->dtype));
-    return *t;
-  }
+  bool has(const std::string& name) const { return lookup(name) != nullptr; }
 
   // `rows` splits the canonical rows among the parts (one entry per part); `cols` == 0 for vectors.
   WeightRef matrix(const std::vector<std::string>& part_names, const std::vector<int64_t>& rows,
                    int64_t cols, bool transposed) const {
+    WeightRef ref;
+    const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
+    ref.shape = cols == 0 ? std::vector<int64_t>{total} : std::vector<int64_t>{total, cols};
+    if (!ckpt_) return ref;
     if (part_names.size() != rows.size())
       throw_error("internal: {} parts for {} row groups", part_names.size(), rows.size());
-    WeightRef ref;
     ref.name = part_names.front();
     ref.transposed = transposed && cols > 0;
-    int64_t total = 0;
     for (size_t i = 0; i < part_names.size(); ++i) {
       const TensorView& t = require(part_names[i]);
       std::vector<int64_t> expected;
@@ -50,34 +54,146 @@ class Resolver {
         throw_error("tensor '{}' has shape {}, expected {} for this config", part_names[i],
                     shape_str(t.shape), shape_str(expected));
       ref.parts.push_back(&t);
-      total += rows[i];
     }
-    ref.shape = cols == 0 ? std::vector<int64_t>{total} : std::vector<int64_t>{total, cols};
     return ref;
   }
 
   WeightRef vector(const std::string& name, int64_t n) const { return matrix({name}, {n}, 0, false); }
-  WeightRef linear(const std::string& name, int64_t rows, int64_t cols) const {
-    return matrix({name}, {rows}, cols, names_.linear_weights_transposed);
+
+  NormRef norm(const std::string& weight, const std::string& bias, int64_t n, bool has_bias) const {
+    NormRef r;
+    r.weight = vector(weight, n);
+    if (has_bias) r.bias = vector(bias, n);
+    return r;
+  }
+
+  // A projection [sum(split), cols] stored as one tensor or one per group of `split`.
+  LinearRef linear(const std::vector<std::string>& weight_names,
+                   const std::vector<std::string>& bias_names, const std::vector<int64_t>& split,
+                   int64_t cols, bool has_bias, ShardSpec shard,
+                   bool transposed_storage = true) const {
+    LinearRef l;
+    l.weight = matrix(weight_names, row_groups(weight_names.size(), split), cols,
+                      transposed_storage && names_.linear_weights_transposed);
+    if (has_bias) l.bias = matrix(bias_names, row_groups(bias_names.size(), split), 0, false);
+    l.out = l.weight.shape[0];
+    l.in = cols;
+    l.shard = std::move(shard);
+    return l;
   }
 
  private:
-  const Checkpoint& ckpt_;
+  const TensorView* lookup(const std::string& name) const {
+    if (!ckpt_) return nullptr;
+    if (const TensorView* t = ckpt_->find(name)) return t;
+    const std::string& prefix = names_.optional_prefix;
+    if (!prefix.empty() && name.starts_with(prefix)) return ckpt_->find(name.substr(prefix.size()));
+    return nullptr;
+  }
+
+  const TensorView& require(const std::string& name) const {
+    const TensorView* t = lookup(name);
+    if (!t) throw_error("missing tensor '{}' in the checkpoint at {}", name, ckpt_->dir().string());
+    if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
+      throw_error("tensor '{}' has dtype {}, expected F32, F16 or BF16", name,
+                  dtype_name(t->dtype));
+    return *t;
+  }
+
+  const Checkpoint* ckpt_;
   const TensorNames& names_;
 };
 
-// Row groups for a projection stored either fused (one name) or split (one name per group).
-std::vector<int64_t> row_groups(size_t num_names, const std::vector<int64_t>& split) {
-  if (num_names == split.size()) return split;
-  int64_t total = 0;
-  for (int64_t r : split) total += r;
-  return {total};
+// Canonical q | k | v row -> stored row of the fused projection. PerHead storage interleaves the
+// three per head ([heads, 3, head_dim]); interleaved rotary (GPT-J) pairs dims (2i, 2i + 1) where
+// the kernels pair (i, i + r/2), so q and k rows of the rotary dims are reordered to match.
+std::vector<int64_t> qkv_row_order(const DecoderDesc& d, QkvLayout layout) {
+  const bool per_head = layout == QkvLayout::PerHead;
+  const bool interleaved = d.positions == PositionKind::Rotary && d.rope.interleaved;
+  if (!per_head && !interleaved) return {};
+  if (per_head && d.num_heads != d.num_kv_heads)
+    throw_error("internal: per-head fused q/k/v needs as many kv heads as heads");
+  const int64_t D = d.head_dim, r = d.rope.rotary_dim;
+  // Dim of the stored head that canonical dim `i` of a rotated head comes from.
+  const auto source_dim = [&](int64_t i) {
+    if (!interleaved || i >= r) return i;
+    return i < r / 2 ? 2 * i : 2 * (i - r / 2) + 1;
+  };
+  std::vector<int64_t> order;
+  order.reserve(size_t(d.qkv_size()));
+  const int64_t heads[3] = {d.num_heads, d.num_kv_heads, d.num_kv_heads};
+  int64_t group_start = 0;  // concatenated layout: first row of q, k, v
+  for (int g = 0; g < 3; ++g) {
+    for (int64_t h = 0; h < heads[g]; ++h)
+      for (int64_t i = 0; i < D; ++i) {
+        const int64_t dim = g < 2 ? source_dim(i) : i;  // v is not rotated
+        order.push_back(per_head ? (h * 3 + g) * D + dim : group_start + h * D + dim);
+      }
+    group_start += heads[g] * D;
+  }
+  return order;
 }
 
-std::vector<std::string> for_layer(const std::vector<std::string>& patterns, int layer) {
-  std::vector<std::string> out;
-  for (const auto& p : patterns) out.push_back(layer_name(p, layer));
-  return out;
+ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const TensorNames& names) {
+  const Resolver r(ckpt, names);
+  const int64_t H = d.hidden_size, E = d.embed_dim, V = d.vocab_size, I = d.intermediate_size;
+  const int64_t D = d.head_dim, Q = d.q_size(), KV = d.kv_size();
+  const bool layer_norm = d.norm == NormKind::LayerNorm;
+  ModelWeightRefs w;
+
+  // Tied checkpoints may store either side of the tie (TinyStories keeps only lm_head).
+  const bool embed_from_head = d.tie_word_embeddings && !r.has(names.embed) && r.has(names.lm_head);
+  w.embed = r.matrix({embed_from_head ? names.lm_head : names.embed}, {V}, E, false);
+  if (d.positions == PositionKind::LearnedAbsolute)
+    w.position_embed =
+        r.matrix({names.position_embed}, {d.max_position_embeddings + d.position_offset}, H, false);
+  if (d.embedding_norm)
+    w.embed_norm = r.norm(names.embed_norm_weight, names.embed_norm_bias, H, layer_norm);
+  const ShardSpec replicated{ShardKind::Replicated, {}, 1};
+  if (d.projects_embeddings()) {
+    w.project_in = r.linear({names.project_in}, {}, {H}, E, false, replicated, false);
+    w.project_out = r.linear({names.project_out}, {}, {E}, H, false, replicated, false);
+  }
+  if (d.final_norm)
+    w.final_norm = r.norm(names.final_norm_weight, names.final_norm_bias, H, layer_norm);
+  // Tied when one tensor serves both; a checkpoint that stores both keeps them apart (transformers
+  // does not tie them either when they differ).
+  w.lm_head_tied = d.tie_word_embeddings && (!r.has(names.lm_head) || !r.has(names.embed));
+  const ShardSpec vocab{ShardKind::Vocab, {V}, 1};
+  if (w.lm_head_tied) {  // the embedding serves as the weight; only its shape and bias here
+    w.lm_head.out = V;
+    w.lm_head.in = E;
+    w.lm_head.shard = vocab;
+    if (d.lm_head_bias) w.lm_head.bias = r.vector(names.lm_head_bias, V);
+  } else {
+    w.lm_head = r.linear({names.lm_head}, {names.lm_head_bias}, {V}, E, d.lm_head_bias, vocab, false);
+  }
+
+  const std::vector<int64_t> qkv_split = {Q, KV, KV};
+  const std::vector<int64_t> up_split =
+      d.mlp == MlpKind::Gated ? std::vector<int64_t>{I, I} : std::vector<int64_t>{I};
+  const std::vector<int64_t> qkv_order = qkv_row_order(d, names.qkv_layout);
+  for (int l = 0; l < d.num_layers; ++l) {
+    LayerWeightRefs L;
+    auto name = [&](const std::string& p) { return layer_name(p, l); };
+    L.attn_norm = r.norm(name(names.attn_norm_weight), name(names.attn_norm_bias), H, layer_norm);
+    if (d.has_mlp_norm())
+      L.mlp_norm = r.norm(name(names.mlp_norm_weight), name(names.mlp_norm_bias), H, layer_norm);
+    L.qkv = r.linear(for_layer(names.qkv_weight, l), for_layer(names.qkv_bias, l), qkv_split, H,
+                     d.qkv_bias, {ShardKind::Column, qkv_split, D});
+    if (ckpt) {
+      L.qkv.weight.row_order = qkv_order;
+      if (L.qkv.has_bias()) L.qkv.bias.row_order = qkv_order;
+    }
+    L.o = r.linear({name(names.o_weight)}, {name(names.o_bias)}, {H}, Q, d.o_bias,
+                   {ShardKind::Row, {Q}, D});
+    L.up = r.linear(for_layer(names.up_weight, l), for_layer(names.up_bias, l), up_split, H,
+                    d.mlp_bias, {ShardKind::Column, up_split, 1});
+    L.down = r.linear({name(names.down_weight)}, {name(names.down_bias)}, {H}, I, d.mlp_bias,
+                      {ShardKind::Row, {I}, 1});
+    w.layers.push_back(std::move(L));
+  }
+  return w;
 }
 
 }  // namespace
@@ -90,117 +206,33 @@ int64_t WeightRef::numel() const {
 
 ModelWeightRefs resolve_weights(const Checkpoint& ckpt, const DecoderDesc& d,
                                 const TensorNames& names) {
-  const Resolver r(ckpt, names);
-  const int64_t H = d.hidden_size, V = d.vocab_size, I = d.intermediate_size;
-  const bool layer_norm = d.norm == NormKind::LayerNorm;
-  ModelWeightRefs w;
-
-  // Tied checkpoints may store either side of the tie (TinyStories keeps only lm_head).
-  if (d.tie_word_embeddings && !r.lookup(names.embed) && r.lookup(names.lm_head))
-    w.embed = r.matrix({names.lm_head}, {V}, H, false);
-  else
-    w.embed = r.matrix({names.embed}, {V}, H, false);
-  if (d.positions == PositionKind::LearnedAbsolute)
-    w.position_embed = r.matrix({names.position_embed}, {d.max_position_embeddings}, H, false);
-  w.final_norm_weight = r.vector(names.final_norm_weight, H);
-  if (layer_norm) w.final_norm_bias = r.vector(names.final_norm_bias, H);
-  if (d.tie_word_embeddings && !r.lookup(names.lm_head)) {
-    w.lm_head = w.embed;
-    w.lm_head_tied = true;
-  } else
-    w.lm_head = r.matrix({names.lm_head}, {V}, H, false);
-
-  const std::vector<int64_t> qkv_split = {d.q_size(), d.kv_size(), d.kv_size()};
-  const int64_t up_rows = d.mlp == MlpKind::Gated ? 2 * I : I;
-  const std::vector<int64_t> up_split =
-      d.mlp == MlpKind::Gated ? std::vector<int64_t>{I, I} : std::vector<int64_t>{I};
-  const bool transposed = names.linear_weights_transposed;
-
-  for (int l = 0; l < d.num_layers; ++l) {
-    LayerWeightRefs L;
-    auto name = [&](const std::string& p) { return layer_name(p, l); };
-    L.attn_norm_weight = r.vector(name(names.attn_norm_weight), H);
-    L.mlp_norm_weight = r.vector(name(names.mlp_norm_weight), H);
-    if (layer_norm) {
-      L.attn_norm_bias = r.vector(name(names.attn_norm_bias), H);
-      L.mlp_norm_bias = r.vector(name(names.mlp_norm_bias), H);
-    }
-    const auto qkv_names = for_layer(names.qkv_weight, l);
-    L.qkv_weight = r.matrix(qkv_names, row_groups(qkv_names.size(), qkv_split), H, transposed);
-    if (d.qkv_bias) {
-      const auto bias_names = for_layer(names.qkv_bias, l);
-      L.qkv_bias = r.matrix(bias_names, row_groups(bias_names.size(), qkv_split), 0, false);
-    }
-    L.o_weight = r.linear(name(names.o_weight), H, d.q_size());
-    if (d.o_bias) L.o_bias = r.vector(name(names.o_bias), H);
-
-    const auto up_names = for_layer(names.up_weight, l);
-    L.up_weight = r.matrix(up_names, row_groups(up_names.size(), up_split), H, transposed);
-    L.down_weight = r.linear(name(names.down_weight), H, I);
-    if (d.mlp_bias) {
-      const auto up_bias_names = for_layer(names.up_bias, l);
-      L.up_bias = r.matrix(up_bias_names, row_groups(up_bias_names.size(), up_split), 0, false);
-      L.down_bias = r.vector(name(names.down_bias), H);
-    }
-    if (L.up_weight.shape[0] != up_rows) throw_error("internal: MLP rows mismatch");
-    w.layers.push_back(std::move(L));
-  }
-  return w;
+  return build_refs(&ckpt, d, names);
 }
 
-ModelWeightRefs describe_weights(const DecoderDesc& d) {
-  const int64_t H = d.hidden_size, V = d.vocab_size, I = d.intermediate_size;
-  const bool layer_norm = d.norm == NormKind::LayerNorm;
-  auto shaped = [](std::vector<int64_t> shape) {
-    WeightRef r;
-    r.shape = std::move(shape);
-    return r;
-  };
-  ModelWeightRefs w;
-  w.embed = shaped({V, H});
-  if (d.positions == PositionKind::LearnedAbsolute) w.position_embed = shaped({d.max_position_embeddings, H});
-  w.final_norm_weight = shaped({H});
-  if (layer_norm) w.final_norm_bias = shaped({H});
-  w.lm_head_tied = d.tie_word_embeddings;
-  w.lm_head = shaped({V, H});
-  for (int l = 0; l < d.num_layers; ++l) {
-    LayerWeightRefs L;
-    L.attn_norm_weight = L.mlp_norm_weight = shaped({H});
-    if (layer_norm) L.attn_norm_bias = L.mlp_norm_bias = shaped({H});
-    L.qkv_weight = shaped({d.qkv_size(), H});
-    if (d.qkv_bias) L.qkv_bias = shaped({d.qkv_size()});
-    L.o_weight = shaped({H, d.q_size()});
-    if (d.o_bias) L.o_bias = shaped({H});
-    const int64_t up_rows = d.mlp == MlpKind::Gated ? 2 * I : I;
-    L.up_weight = shaped({up_rows, H});
-    L.down_weight = shaped({H, I});
-    if (d.mlp_bias) {
-      L.up_bias = shaped({up_rows});
-      L.down_bias = shaped({H});
-    }
-    w.layers.push_back(std::move(L));
-  }
-  return w;
-}
+ModelWeightRefs describe_weights(const DecoderDesc& d) { return build_refs(nullptr, d, {}); }
 
 void materialize_f32(const WeightRef& ref, float* dst) {
   const int64_t cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
+  std::vector<float> stored;  // concatenated rows, before row_order
+  float* out = ref.row_order.empty() ? dst : (stored.resize(size_t(ref.numel())), stored.data());
   int64_t row_offset = 0;
   std::vector<float> scratch;
   for (const TensorView* part : ref.parts) {
     const int64_t n = part->numel();
     const int64_t rows = n / cols;
     if (!ref.transposed) {
-      convert_to_f32(part->dtype, part->data.data(), size_t(n), dst + row_offset * cols);
+      convert_to_f32(part->dtype, part->data.data(), size_t(n), out + row_offset * cols);
     } else {  // part stored [cols, rows]
       scratch.resize(size_t(n));
       convert_to_f32(part->dtype, part->data.data(), size_t(n), scratch.data());
       for (int64_t c = 0; c < cols; ++c)
         for (int64_t r = 0; r < rows; ++r)
-          dst[(row_offset + r) * cols + c] = scratch[size_t(c * rows + r)];
+          out[(row_offset + r) * cols + c] = scratch[size_t(c * rows + r)];
     }
     row_offset += rows;
   }
+  for (size_t i = 0; i < ref.row_order.size(); ++i)
+    std::copy_n(stored.begin() + ref.row_order[i] * cols, cols, dst + int64_t(i) * cols);
 }
 
 std::vector<float> materialize_f32(const WeightRef& ref) {

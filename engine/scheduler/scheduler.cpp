@@ -17,6 +17,11 @@ struct Scheduler::Sequence {
 
   int pending() const { return int(tokens.size()) - cached; }
   bool decoding() const { return generated > 0 && pending() == 1; }
+  // Whether the next draw returns its logits (GenerationParams::return_*_logits).
+  bool wants_logits() const {
+    const GenerationParams& p = request.params;
+    return generated == 0 ? p.return_prompt_logits : generated <= p.return_step_logits;
+  }
 };
 
 Scheduler::Scheduler(Backend& backend, SchedulerLimits limits)
@@ -165,7 +170,7 @@ std::vector<TokenOutput> Scheduler::step() {
   for (Sequence* s : with_logits) {
     const GenerationParams& p = s->request.params;
     specs.push_back({p.sampling.row(s->seed, uint64_t(s->generated)), s->tokens});
-    want_logits |= s->generated == 0 && p.return_prompt_logits;
+    want_logits |= s->wants_logits();
   }
   std::vector<SampledToken> tokens(specs.size());
   std::vector<float> logits;
@@ -187,8 +192,10 @@ std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_lo
     const GenerationParams& p = s.request.params;
     TokenOutput& out = outputs[i];
     out.id = s.request.id;
-    if (s.generated == 0 && p.return_prompt_logits)
-      out.prompt_logits.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
+    if (s.wants_logits()) {
+      auto& dst = s.generated == 0 ? out.prompt_logits : out.step_logits;
+      dst.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
+    }
     out.token = tokens[i];
     s.tokens.push_back(out.token.id);
     ++s.generated;

@@ -44,6 +44,7 @@ struct TokenOutput {
   bool finished = false;  // eos / stop token / max_new_tokens; the sequence is already released
   FinishReason reason = FinishReason::Length;
   std::vector<float> prompt_logits;  // with the first token, when the request asked for them
+  std::vector<float> step_logits;    // with tokens 1..return_step_logits, when asked for
 };
 
 struct SchedulerStats {

@@ -12,6 +12,7 @@
 
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/activation_kind.h"
+#include "engine/backend/alibi.h"
 #include "engine/backend/sample_rows.h"
 #include "engine/backend/rope.h"
 #include "kernels/activation.h"
@@ -58,10 +59,28 @@ class CudaBackend final : public Backend {
       LMX_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float),
                                 cudaMemcpyHostToDevice));
     }
+    if (desc_.positions == PositionKind::Alibi) {
+      const auto slopes = alibi_slopes(desc_.num_heads);
+      alibi_ = DeviceBuffer<float>(slopes.size());
+      upload(slopes, alibi_.get());
+    }
+    if (w_.lm_head.has_bias()) {  // the logits are fp32: so is the bias added to them
+      std::vector<T> bias(w_.lm_head.bias.size());
+      LMX_CUDA_CHECK(cudaMemcpy(bias.data(), w_.lm_head.bias.get(), w_.lm_head.bias.bytes(),
+                                cudaMemcpyDeviceToHost));
+      const std::vector<float> f32(bias.begin(), bias.end());
+      lm_head_bias_ = DeviceBuffer<float>(f32.size());
+      upload(f32, lm_head_bias_.get());
+      LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
     allocate_scratch();
     allocate_kv();
+    // The fused decode projections fold the norms into the projections that read them: pre-norm
+    // RMSNorm layers whose blocks take the residual stream as their residual.
     norms_folded_ = opts_.fused && opts_.skinny_gemv && opts_.fuse_decode_projections &&
-                    desc_.norm == NormKind::RmsNorm && !std::is_same_v<T, float>;
+                    desc_.norm == NormKind::RmsNorm && desc_.norm_placement == NormPlacement::Pre &&
+                    !desc_.parallel_residual && !desc_.residual_from_norm &&
+                    !std::is_same_v<T, float>;
     if (norms_folded_) fold_norm_weights();
     rope_in_qkv_epilogue_ = norms_folded_ && desc_.positions == PositionKind::Rotary &&
                             k::rope_epilogue_supported(desc_.rope.rotary_dim, desc_.head_dim);
@@ -121,6 +140,7 @@ class CudaBackend final : public Backend {
 
  private:
   using T_ = T;
+  using DeviceLayer = LayerWeights<DeviceBuffer<T>>;
   static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
 
   static constexpr int kGraphContextMin = 512;
@@ -203,12 +223,20 @@ class CudaBackend final : public Backend {
     return opts_.skinny_gemv && !std::is_same_v<T, float> && k::skinny_supported(M, K);
   }
 
-  // y[M, N] = x[M, K] w[N, K]^T: the weight-streaming kernel for decode-sized M, cuBLAS otherwise.
-  void linear(const T* x, const T* w, T* y, int M, int N, int K) {
+  // y[M, out] = x[M, in] · W^T, without the bias (the layer program adds biases where it can
+  // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise.
+  void linear(const DeviceLinear<T>& L, const T* x, T* y, int M) {
+    const int N = int(L.out), K = int(L.in);
     if constexpr (kSkinnyGemv<T>) {
-      if (skinny(M, K)) return k::skinny_linear<T>(x, w, y, M, N, K, stream_);
+      if (skinny(M, K)) return k::skinny_linear<T>(x, L.weight.get(), y, M, N, K, stream_);
     }
-    k::linear<T>(gemm_, x, w, y, M, N, K, stream_);
+    k::linear<T>(gemm_, x, L.weight.get(), y, M, N, K, stream_);
+  }
+
+  // y = x · W^T + b, the bias as its own kernel.
+  void linear_bias(const DeviceLinear<T>& L, const T* x, T* y, int M) {
+    linear(L, x, y, M);
+    if (L.has_bias()) k::bias_add<T>(y, L.bias.get(), nullptr, y, M, int(L.out), stream_);
   }
 
   // The decode path that runs the norms inside the projections (see CudaBackendOptions): each
@@ -216,11 +244,10 @@ class CudaBackend final : public Backend {
   // reads the norm's output (qkv, gate/up), once at load; every other path then normalizes with
   // unit weights. The final norm keeps its weight (the LM head may be the tied embedding).
   void fold_norm_weights() {
-    const int H = desc_.hidden_size, I = desc_.intermediate_size;
-    const int up_rows = desc_.mlp == MlpKind::Gated ? 2 * I : I;
-    for (DeviceLayer<T>& L : w_.layers) {
-      k::scale_columns<T>(L.qkv_w.get(), L.attn_norm_w.get(), desc_.qkv_size(), H, stream_);
-      k::scale_columns<T>(L.up_w.get(), L.mlp_norm_w.get(), up_rows, H, stream_);
+    const int H = desc_.hidden_size;
+    for (DeviceLayer& L : w_.layers) {
+      k::scale_columns<T>(L.qkv.weight.get(), L.attn_norm.weight.get(), int(L.qkv.out), H, stream_);
+      k::scale_columns<T>(L.up.weight.get(), L.mlp_norm.weight.get(), int(L.up.out), H, stream_);
     }
     ones_ = DeviceBuffer<T>(size_t(H));
     const std::vector<T> ones(size_t(H), T(1.0f));
@@ -229,53 +256,235 @@ class CudaBackend final : public Backend {
     spdlog::info("decode projections fused: norm weights folded into the qkv and gate/up columns");
   }
 
-  // A layer norm's weight as the norm kernels use it: ones once it is folded.
-  const DeviceBuffer<T>& layer_norm_weight(const DeviceBuffer<T>& w) const {
-    return norms_folded_ ? ones_ : w;
-  }
-
   // Whether this step's layers run the fused decode projections.
   bool fused_decode(int n) const {
     return norms_folded_ && skinny(n, desc_.hidden_size) && skinny(n, desc_.q_size()) &&
            skinny(n, desc_.intermediate_size);
   }
 
+  // Whether the o and down projections of this step add their outputs to the residual stream in
+  // their epilogues (decode-sized steps of the fused path, pre-norm layers whose residual is x_).
+  bool residual_in_epilogue(int n) const {
+    return opts_.fused && opts_.fuse_decode_projections &&
+           desc_.norm_placement == NormPlacement::Pre && !desc_.residual_from_norm &&
+           skinny(n, desc_.q_size()) && skinny(n, desc_.intermediate_size);
+  }
+
+  // ---- The layer program (docs/model-layer.md): the CUDA backend's one interpretation of the
+  // DecoderDesc, the same steps as the CPU backend's. x_ [n, hidden] is the residual stream. A
+  // block's output waits in delta_ (pending_) until the next norm adds it in the same kernel, or,
+  // on fused decode steps, the projection's epilogue adds it to x_ and the norms run inside the
+  // projections that read them.
+
+  struct Step {
+    const StepMeta& m;
+    const int32_t* d;   // the step's packed metadata on the device
+    bool fused_decode;          // fused_decode(m.tokens): norms inside the projections
+    bool residual_in_epilogue;  // residual_in_epilogue(m.tokens), implied by fused_decode
+    int n() const { return m.tokens; }
+  };
+
   // Everything one step enqueues after its metadata is on the device; capturable.
   void run_step(const StepMeta& m) {
-    const int32_t* d = meta_.get();
-    const int n = m.tokens, H = desc_.hidden_size;
     layout_.max_blocks_per_seq = m.max_blocks;
-    mark("embedding");
-    k::embedding<T>(d + m.ids, w_.embed.get(), d + m.pos, ptr(w_.position_embed), x_.get(), n, H,
-                    stream_);
-    const bool fused = fused_decode(n);
-    for (int l = 0; l < desc_.num_layers; ++l) {
-      if constexpr (kSkinnyGemv<T>) {
-        if (fused) {
-          run_layer_fused_decode(l, m, d);
-          continue;
-        }
-      }
-      run_layer(l, m, d);
-    }
-    // Final norm (adding the last MLP output unless the down projection did), gather the rows that
-    // need logits, LM head in fp32.
-    mark("final_norm");
-    norm(x_.get(), fused ? nullptr : delta_.get(), w_.final_norm_w, w_.final_norm_b, h_.get(), n);
-    mark("lm_head");
-    k::gather_rows<T>(h_.get(), d + m.rows, gathered_.get(), m.logit_rows, H, stream_);
-    bool head_done = false;
-    if constexpr (kSkinnyGemv<T>) {
-      if (skinny(m.logit_rows, H)) {
-        k::skinny_linear_f32_out<T>(gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
-                                    desc_.vocab_size, H, stream_);
-        head_done = true;
-      }
-    }
-    if (!head_done)
-      k::linear_f32_out<T>(gemm_, gathered_.get(), w_.head(), logits_.get(), m.logit_rows,
-                           desc_.vocab_size, H, stream_);
+    const Step s{m, meta_.get(), fused_decode(m.tokens), residual_in_epilogue(m.tokens)};
+    pending_ = false;
+    embed(s);
+    for (int l = 0; l < desc_.num_layers; ++l) run_layer(w_.layers[size_t(l)], l, s);
+    lm_head(s);
     mark("");  // end of the step
+  }
+
+  // x_ = token embedding (projected to hidden when embed_dim differs) + learned position rows,
+  // then the embedding norm.
+  void embed(const Step& s) {
+    const int n = s.n(), H = desc_.hidden_size, E = desc_.embed_dim;
+    const int32_t* ids = s.d + s.m.ids;
+    const int32_t* pos = s.d + s.m.pos;
+    mark("embedding");
+    if (!desc_.projects_embeddings()) {
+      k::embedding<T>(ids, w_.embed.get(), pos, position_table(), x_.get(), n, H, stream_);
+    } else {
+      k::embedding<T>(ids, w_.embed.get(), nullptr, nullptr, h_.get(), n, E, stream_);
+      linear(w_.project_in, h_.get(), x_.get(), n);
+      if (const T* table = position_table()) {
+        k::embedding<T>(pos, table, nullptr, nullptr, delta_.get(), n, H, stream_);
+        k::bias_add<T>(delta_.get(), nullptr, x_.get(), x_.get(), n, H, stream_);
+      }
+    }
+    if (desc_.embedding_norm) norm_rows(w_.embed_norm.weight, w_.embed_norm.bias, x_.get(), x_.get(), n);
+  }
+
+  // Row p of the learned position table (OPT's rows start at its offset); null without one.
+  const T* position_table() const {
+    if (desc_.positions != PositionKind::LearnedAbsolute) return nullptr;
+    return w_.position_embed.get() + size_t(desc_.position_offset) * desc_.hidden_size;
+  }
+
+  void run_layer(const DeviceLayer& L, int l, const Step& s) {
+    const int n = s.n();
+    const DeviceNorm<T>& mlp_norm = desc_.shared_block_norm ? L.attn_norm : L.mlp_norm;
+    if (desc_.norm_placement == NormPlacement::Post) {  // x = norm(x + block(x))
+      attention_block(L, l, s, x_.get());
+      post_norm(L.attn_norm, n);
+      mlp_block(L, s, x_.get(), delta_.get());
+      post_norm(mlp_norm, n);
+      return;
+    }
+    if (desc_.parallel_residual) {  // x = x + attn(norm1(x)) + mlp(norm2(x))
+      mark("norm");
+      block_norm(L.attn_norm, h_.get(), n);
+      T* mlp_in = h_.get();
+      if (!desc_.shared_block_norm) {
+        mlp_in = mlp_in_.get();
+        norm_rows(layer_norm_weight(mlp_norm.weight), mlp_norm.bias, x_.get(), mlp_in, n);
+      }
+      attention_block(L, l, s, h_.get());
+      mlp_block(L, s, mlp_in, h_.get());  // h_ is free once the projections have read it
+      if (!s.residual_in_epilogue)  // both outputs pending: one sum for the next norm to add
+        k::bias_add<T>(h_.get(), nullptr, delta_.get(), delta_.get(), n, desc_.hidden_size, stream_);
+      return;
+    }
+    // x = r + block(norm(x)), r = x, or norm(x) with residual_from_norm.
+    begin_block(L.attn_norm, s);
+    attention_block(L, l, s, h_.get());
+    begin_block(mlp_norm, s);
+    mlp_block(L, s, h_.get(), delta_.get());
+  }
+
+  // Before a pre-norm block: h_ = norm(x_ + pending output). Fused decode steps skip it (the
+  // projection that reads the norm runs it).
+  void begin_block(const DeviceNorm<T>& norm, const Step& s) {
+    if (s.fused_decode) return;
+    mark("norm");
+    block_norm(norm, h_.get(), s.n());
+    if (desc_.residual_from_norm)
+      LMX_CUDA_CHECK(cudaMemcpyAsync(x_.get(), h_.get(), size_t(s.n()) * desc_.hidden_size * sizeof(T),
+                                     cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  // delta_ [n, hidden] = o_proj(attention(rope(qkv_proj(in)))) + bias, appending the K/V to layer
+  // l's cache (fused decode: the qkv projection normalizes x_ itself and o_proj adds into x_).
+  void attention_block(const DeviceLayer& L, int l, const Step& s, const T* in) {
+    const int n = s.n(), H = desc_.hidden_size, QKV = desc_.qkv_size();
+    if constexpr (kSkinnyGemv<T>) {
+      if (s.fused_decode) {
+        const float eps = desc_.norm_eps;
+        if (rope_in_qkv_epilogue_) {  // rope + K/V write in the projection's epilogue
+          mark("qkv_proj_rope_kv");
+          with_kv_cache(l, [&](auto* kc, auto* vc) {
+            k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, L.qkv.weight.get(), qkv_.get(), QKV,
+                                            ptr(L.qkv.bias), s.d + s.m.pos, inv_freq_.get(),
+                                            desc_.rope.rotary_dim, desc_.num_heads, kc, vc,
+                                            s.d + s.m.tables, s.d + s.m.seq, n, H, layout_, stream_);
+          });
+        } else {
+          mark("qkv_proj");
+          k::skinny_linear_rms<T>(x_.get(), eps, L.qkv.weight.get(), qkv_.get(), n, QKV, H, stream_);
+          write_rope_kv(L, l, s);
+        }
+        mark("attention");
+        attention(l, s);
+        mark("o_proj");
+        output_projection(L.o, attn_.get(), delta_.get(), s);
+        return;
+      }
+    }
+    mark("qkv_proj");
+    linear(L.qkv, in, qkv_.get(), n);
+    write_rope_kv(L, l, s);
+    mark("attention");
+    attention(l, s);
+    mark("o_proj");
+    output_projection(L.o, attn_.get(), delta_.get(), s);
+  }
+
+  // A block's last projection: added to x_ in its epilogue (with its bias) when the step has
+  // residual_in_epilogue, else written to `out` with its bias, pending until a norm adds it.
+  void output_projection(const DeviceLinear<T>& L, const T* in, T* out, const Step& s) {
+    if constexpr (kSkinnyGemv<T>) {
+      if (s.residual_in_epilogue) {
+        k::skinny_linear_add<T>(in, L.weight.get(), ptr(L.bias), x_.get(), s.n(), int(L.out),
+                                int(L.in), stream_);
+        return;
+      }
+    }
+    linear_bias(L, in, out, s.n());
+    pending_ = true;
+  }
+
+  // out [n, hidden] = down(act(up(in))) + bias, gated or plain (fused decode: the gate/up
+  // projection normalizes x_ itself and the down projection adds into x_).
+  void mlp_block(const DeviceLayer& L, const Step& s, const T* in, T* out) {
+    const int n = s.n(), H = desc_.hidden_size, I = desc_.intermediate_size;
+    const bool gated = desc_.mlp == MlpKind::Gated;
+    mark("gate_up_proj");
+    if constexpr (kSkinnyGemv<T>) {
+      if (s.fused_decode) {
+        const float eps = desc_.norm_eps;
+        if (gated) {
+          k::skinny_linear_rms_gated<T>(to_kernel(desc_.activation), x_.get(), eps,
+                                        L.up.weight.get(), ptr(L.up.bias), act_.get(), n, I, H,
+                                        stream_);
+        } else {
+          k::skinny_linear_rms<T>(x_.get(), eps, L.up.weight.get(), up_.get(), n, I, H, stream_);
+          mark("activation");
+          k::bias_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up.bias), act_.get(), n, I,
+                         stream_);
+        }
+        mark("down_proj");
+        output_projection(L.down, act_.get(), out, s);
+        return;
+      }
+    }
+    linear(L.up, in, up_.get(), n);
+    mark("activation");
+    const T* up_bias = ptr(L.up.bias);
+    if (!opts_.fused && up_bias) {  // generic path: the bias as its own kernel
+      k::bias_add<T>(up_.get(), up_bias, nullptr, up_.get(), n, int(L.up.out), stream_);
+      up_bias = nullptr;
+    }
+    if (gated)
+      k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
+    else
+      k::bias_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
+    mark("down_proj");
+    output_projection(L.down, act_.get(), out, s);
+  }
+
+  // The logits of the rows that want them: final norm (adding the last block's output), the
+  // rows gathered, project_out, LM head in fp32 (+ bias).
+  void lm_head(const Step& s) {
+    const int n = s.n(), H = desc_.hidden_size, E = desc_.embed_dim, rows = s.m.logit_rows;
+    mark("final_norm");
+    if (desc_.final_norm) {
+      add_norm(x_.get(), pending_ ? delta_.get() : nullptr, w_.final_norm.weight,
+               w_.final_norm.bias, h_.get(), n);
+    } else if (pending_) {
+      k::bias_add<T>(delta_.get(), nullptr, x_.get(), x_.get(), n, H, stream_);
+    }
+    pending_ = false;
+    mark("lm_head");
+    k::gather_rows<T>(desc_.final_norm ? h_.get() : x_.get(), s.d + s.m.rows, gathered_.get(), rows,
+                      H, stream_);
+    const T* head_in = gathered_.get();
+    if (desc_.projects_embeddings()) {
+      linear(w_.project_out, gathered_.get(), head_in_.get(), rows);
+      head_in = head_in_.get();
+    }
+    const T* head = w_.head_weight().get();
+    bool done = false;
+    if constexpr (kSkinnyGemv<T>) {
+      if (skinny(rows, E)) {
+        k::skinny_linear_f32_out<T>(head_in, head, logits_.get(), rows, desc_.vocab_size, E, stream_);
+        done = true;
+      }
+    }
+    if (!done)
+      k::linear_f32_out<T>(gemm_, head_in, head, logits_.get(), rows, desc_.vocab_size, E, stream_);
+    if (!lm_head_bias_.empty())
+      k::bias_add<float>(logits_.get(), lm_head_bias_.get(), nullptr, logits_.get(), rows,
+                         desc_.vocab_size, stream_);
   }
 
   // Smallest captured batch size that holds `seqs` decode tokens.
@@ -326,10 +535,10 @@ class CudaBackend final : public Backend {
   void tune_projections(int rows) {
     if (!opts_.tune_gemms || !tuned_rows_.insert(rows).second) return;
     const int H = desc_.hidden_size, Q = desc_.q_size(), I = desc_.intermediate_size;
-    const int up = desc_.mlp == MlpKind::Gated ? 2 * I : I;
-    auto every_layer = [&](DeviceBuffer<T> DeviceLayer<T>::*matrix) {
+    const int E = desc_.embed_dim;
+    auto every_layer = [&](DeviceLinear<T> DeviceLayer::*linear) {
       std::vector<const T*> v;
-      for (const DeviceLayer<T>& L : w_.layers) v.push_back((L.*matrix).get());
+      for (const DeviceLayer& L : w_.layers) v.push_back((L.*linear).weight.get());
       return v;
     };
     auto tune = [&](const char* name, const std::vector<const T*>& weights, const T* x, auto* y,
@@ -341,24 +550,26 @@ class CudaBackend final : public Backend {
                    rows, name, N, K, t.default_us, t.lt ? "cuBLASLt" : "the default", t.best_us,
                    t.candidates);
     };
-    tune("qkv", every_layer(&DeviceLayer<T>::qkv_w), h_.get(), qkv_.get(), desc_.qkv_size(), H);
-    tune("o", every_layer(&DeviceLayer<T>::o_w), attn_.get(), delta_.get(), H, Q);
-    tune("up", every_layer(&DeviceLayer<T>::up_w), h_.get(), up_.get(), up, H);
-    tune("down", every_layer(&DeviceLayer<T>::down_w), act_.get(), delta_.get(), H, I);
-    tune("lm_head", {w_.head()}, gathered_.get(), logits_.get(), desc_.vocab_size, H);
+    tune("qkv", every_layer(&DeviceLayer::qkv), h_.get(), qkv_.get(), desc_.qkv_size(), H);
+    tune("o", every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
+    tune("up", every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
+    tune("down", every_layer(&DeviceLayer::down), act_.get(), delta_.get(), H, I);
+    tune("lm_head", {w_.head_weight().get()}, desc_.projects_embeddings() ? head_in_.get() : gathered_.get(),
+         logits_.get(), desc_.vocab_size, E);
   }
 
-  // residual += delta (when given); out = norm(residual)
-  void norm(T* residual, const T* delta, const DeviceBuffer<T>& w, const DeviceBuffer<T>& b, T* out,
-            int rows) {
+  // A layer norm's weight as the norm kernels use it: ones once fold_norm_weights folded it.
+  const DeviceBuffer<T>& layer_norm_weight(const DeviceBuffer<T>& w) const {
+    return norms_folded_ ? ones_ : w;
+  }
+
+  // residual += delta (when given); out = norm(residual). out may alias delta, not residual.
+  void add_norm(T* residual, const T* delta, const DeviceBuffer<T>& w, const DeviceBuffer<T>& b,
+                T* out, int rows) {
     if (!opts_.fused) {  // generic path: the residual add and the norm as two kernels
       if (delta)
         k::bias_add<T>(delta, nullptr, residual, residual, rows, desc_.hidden_size, stream_);
-      if (desc_.norm == NormKind::RmsNorm)
-        k::rms_norm<T>(residual, w.get(), out, rows, desc_.hidden_size, desc_.norm_eps, stream_);
-      else
-        k::layer_norm<T>(residual, w.get(), b.get(), out, rows, desc_.hidden_size, desc_.norm_eps,
-                         stream_);
+      norm_rows(w, b, residual, out, rows);
       return;
     }
     if (desc_.norm == NormKind::RmsNorm)
@@ -369,99 +580,43 @@ class CudaBackend final : public Backend {
                            desc_.norm_eps, stream_);
   }
 
-  void run_layer(int l, const StepMeta& m, const int32_t* d) {
-    const DeviceLayer<T>& L = w_.layers[size_t(l)];
-    const int n = m.tokens, H = desc_.hidden_size, QKV = desc_.qkv_size(), Q = desc_.q_size();
-    const int I = desc_.intermediate_size;
-    const bool gated = desc_.mlp == MlpKind::Gated;
-
-    // Attention block. The previous layer's MLP output joins the residual inside the norm.
-    mark("norm");
-    norm(x_.get(), l == 0 ? nullptr : delta_.get(), layer_norm_weight(L.attn_norm_w), L.attn_norm_b,
-         h_.get(), n);
-    mark("qkv_proj");
-    linear(h_.get(), L.qkv_w.get(), qkv_.get(), n, QKV, H);
-    write_rope_kv(l, m, d);
-    mark("attention");
-    attention(l, m, d);
-    mark("o_proj");
-    linear(attn_.get(), L.o_w.get(), delta_.get(), n, H, Q);
-    if (!L.o_b.empty()) k::bias_add<T>(delta_.get(), L.o_b.get(), nullptr, delta_.get(), n, H, stream_);
-
-    // MLP block.
-    mark("norm");
-    norm(x_.get(), delta_.get(), layer_norm_weight(L.mlp_norm_w), L.mlp_norm_b, h_.get(), n);
-    mark("gate_up_proj");
-    linear(h_.get(), L.up_w.get(), up_.get(), n, gated ? 2 * I : I, H);
-    mark("activation");
-    const T* up_bias = ptr(L.up_b);
-    if (!opts_.fused && up_bias) {  // generic path: the bias as its own kernel
-      k::bias_add<T>(up_.get(), up_bias, nullptr, up_.get(), n, gated ? 2 * I : I, stream_);
-      up_bias = nullptr;
-    }
-    if (gated)
-      k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
+  // out = norm(in), no residual; in and out may alias.
+  void norm_rows(const DeviceBuffer<T>& w, const DeviceBuffer<T>& b, const T* in, T* out, int rows) {
+    if (desc_.norm == NormKind::RmsNorm)
+      k::rms_norm<T>(in, w.get(), out, rows, desc_.hidden_size, desc_.norm_eps, stream_);
     else
-      k::bias_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
-    mark("down_proj");
-    linear(act_.get(), L.down_w.get(), delta_.get(), n, H, I);
-    if (!L.down_b.empty())
-      k::bias_add<T>(delta_.get(), L.down_b.get(), nullptr, delta_.get(), n, H, stream_);
+      k::layer_norm<T>(in, w.get(), b.get(), out, rows, desc_.hidden_size, desc_.norm_eps, stream_);
   }
 
-  // The decode layer when fused_decode(): x_ (the residual stream) is read by the projections as
-  // is and updated in place by their epilogues; no norm, add or activation kernel.
-  void run_layer_fused_decode(int l, const StepMeta& m, const int32_t* d) {
-    const DeviceLayer<T>& L = w_.layers[size_t(l)];
-    const int n = m.tokens, H = desc_.hidden_size, QKV = desc_.qkv_size(), Q = desc_.q_size();
-    const int I = desc_.intermediate_size;
-    const float eps = desc_.norm_eps;
-    if (rope_in_qkv_epilogue_) {  // rope + K/V write in the projection's epilogue
-      mark("qkv_proj_rope_kv");
-      with_kv_cache(l, [&](auto* kc, auto* vc) {
-        k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), QKV,
-                                        ptr(L.qkv_b), d + m.pos, inv_freq_.get(),
-                                        desc_.rope.rotary_dim, desc_.num_heads, kc, vc,
-                                        d + m.tables, d + m.seq, n, H, layout_, stream_);
-      });
-    } else {
-      mark("qkv_proj");
-      k::skinny_linear_rms<T>(x_.get(), eps, L.qkv_w.get(), qkv_.get(), n, QKV, H, stream_);
-      write_rope_kv(l, m, d);
-    }
-    mark("attention");
-    attention(l, m, d);
-    mark("o_proj");
-    k::skinny_linear_add<T>(attn_.get(), L.o_w.get(), ptr(L.o_b), x_.get(), n, H, Q, stream_);
-    mark("gate_up_proj");
-    if (desc_.mlp == MlpKind::Gated) {
-      k::skinny_linear_rms_gated<T>(to_kernel(desc_.activation), x_.get(), eps, L.up_w.get(),
-                                    ptr(L.up_b), act_.get(), n, I, H, stream_);
-    } else {
-      k::skinny_linear_rms<T>(x_.get(), eps, L.up_w.get(), up_.get(), n, I, H, stream_);
-      mark("activation");
-      k::bias_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up_b), act_.get(), n, I,
-                     stream_);
-    }
-    mark("down_proj");
-    k::skinny_linear_add<T>(act_.get(), L.down_w.get(), ptr(L.down_b), x_.get(), n, H, I, stream_);
+  // A pre-norm block's input: out = norm(x_ + the pending block output).
+  void block_norm(const DeviceNorm<T>& norm, T* out, int rows) {
+    add_norm(x_.get(), pending_ ? delta_.get() : nullptr, layer_norm_weight(norm.weight), norm.bias,
+             out, rows);
+    pending_ = false;
+  }
+
+  // Post-norm: x_ = norm(x_ + delta_) (delta_ keeps the sum).
+  void post_norm(const DeviceNorm<T>& norm, int rows) {
+    mark("norm");
+    add_norm(delta_.get(), x_.get(), norm.weight, norm.bias, x_.get(), rows);
+    pending_ = false;
   }
 
   // Rotary embedding (+ qkv bias) on qkv_ with the K/V write into the cache.
-  void write_rope_kv(int l, const StepMeta& m, const int32_t* d) {
-    const DeviceLayer<T>& L = w_.layers[size_t(l)];
-    const int n = m.tokens, QKV = desc_.qkv_size();
+  void write_rope_kv(const DeviceLayer& L, int l, const Step& s) {
+    const int n = s.n(), QKV = desc_.qkv_size();
     mark("rope_kv_write");
     const bool rotary = desc_.positions == PositionKind::Rotary;
-    const T* qkv_bias = ptr(L.qkv_b);
+    const T* qkv_bias = ptr(L.qkv.bias);
     if (!opts_.fused && qkv_bias) {  // generic path: the bias as its own kernel
       k::bias_add<T>(qkv_.get(), qkv_bias, nullptr, qkv_.get(), n, QKV, stream_);
       qkv_bias = nullptr;
     }
     with_kv_cache(l, [&](auto* kc, auto* vc) {
-      k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, d + m.pos,
+      k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, s.d + s.m.pos,
                           rotary ? inv_freq_.get() : nullptr, rotary ? desc_.rope.rotary_dim : 0,
-                          desc_.num_heads, kc, vc, d + m.tables, d + m.seq, n, layout_, stream_);
+                          desc_.num_heads, kc, vc, s.d + s.m.tables, s.d + s.m.seq, n, layout_,
+                          stream_);
     });
   }
 
@@ -477,11 +632,14 @@ class CudaBackend final : public Backend {
       fn(reinterpret_cast<T*>(kc), reinterpret_cast<T*>(vc));
   }
 
-  void attention(int l, const StepMeta& m, const int32_t* d) {
+  void attention(int l, const Step& s) {
+    const StepMeta& m = s.m;
+    const int32_t* d = s.d;
     const T* q = qkv_.get();
     const int QKV = desc_.qkv_size();
     const int window = desc_.sliding_window[size_t(l)];
     const float scale = desc_.attention_scale();
+    const float* alibi = alibi_.empty() ? nullptr : alibi_.get();
     with_kv_cache(l, [&](const auto* kc, const auto* vc) {
       if constexpr (kTunedAttention<T>) {
         if (!opts_.generic_attention && k::tuned_attention_head_dim(desc_.head_dim) &&
@@ -491,20 +649,20 @@ class CudaBackend final : public Backend {
           // indices, so it takes the chunk list from chunk lead_single on, unchanged.
           if (m.lead_single > 0)
             k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                         attn_.get(), m.lead_single, desc_.num_heads, scale, nullptr,
+                                         attn_.get(), m.lead_single, desc_.num_heads, scale, alibi,
                                          window, layout_, m.max_context, workspace_.get(),
                                          workspace_.size(), stream_);
           if (m.lead_single < m.seqs)
             k::paged_attention_prefill<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
                                           d + m.cu_q + m.lead_single, m.seqs - m.lead_single,
-                                          m.max_chunk, attn_.get(), desc_.num_heads, scale, nullptr,
+                                          m.max_chunk, attn_.get(), desc_.num_heads, scale, alibi,
                                           window, layout_, stream_);
           return;
         }
       }
       k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                    attn_.get(), m.tokens, desc_.num_heads, scale, nullptr, window, layout_,
-                                    stream_);
+                                    attn_.get(), m.tokens, desc_.num_heads, scale, alibi, window,
+                                    layout_, stream_);
     });
   }
 
@@ -584,13 +742,15 @@ class CudaBackend final : public Backend {
     const size_t I = size_t(desc_.intermediate_size);
     const size_t S = size_t(opts_.max_sequences);
     x_ = DeviceBuffer<T_>(tok * H);
-    h_ = DeviceBuffer<T_>(tok * H);
+    h_ = DeviceBuffer<T_>(tok * std::max(H, size_t(desc_.embed_dim)));  // also the token embedding
+    if (desc_.parallel_residual && !desc_.shared_block_norm) mlp_in_ = DeviceBuffer<T_>(tok * H);
     delta_ = DeviceBuffer<T_>(tok * H);
     qkv_ = DeviceBuffer<T_>(tok * size_t(desc_.qkv_size()));
     attn_ = DeviceBuffer<T_>(tok * size_t(desc_.q_size()));
-    up_ = DeviceBuffer<T_>(tok * (desc_.mlp == MlpKind::Gated ? 2 * I : I));
+    up_ = DeviceBuffer<T_>(tok * size_t(desc_.up_rows()));
     act_ = DeviceBuffer<T_>(tok * I);
     gathered_ = DeviceBuffer<T_>(S * H);
+    if (desc_.projects_embeddings()) head_in_ = DeviceBuffer<T_>(S * size_t(desc_.embed_dim));
     logits_ = DeviceBuffer<float>(S * size_t(desc_.vocab_size));
     sample_params_ = DeviceBuffer<kernels::SamplingRow>(S);
     sample_prev_ = DeviceBuffer<int32_t>(S * size_t(desc_.max_position_embeddings));
@@ -648,7 +808,14 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> inv_freq_;
   // Per layer [blocks, block_size, kv_heads, head_dim] of T or KvFp8 (with_kv_cache), as bytes.
   std::vector<DeviceBuffer<unsigned char>> k_cache_, v_cache_;
+  // Scratch [tokens, *]: the residual stream, a norm's output (or the token embedding), the
+  // pending block output, projections' outputs; [sequences, *]: the rows that want logits.
   DeviceBuffer<T> x_, h_, delta_, qkv_, attn_, up_, act_, gathered_;
+  DeviceBuffer<T> mlp_in_;   // [tokens, hidden] parallel residual with two norms: norm2(x)
+  DeviceBuffer<T> head_in_;  // [sequences, embed_dim] project_out's output
+  bool pending_ = false;     // delta_ holds a block output not yet added to x_ (layer program)
+  DeviceBuffer<float> alibi_;         // [heads] ALiBi slopes
+  DeviceBuffer<float> lm_head_bias_;  // [vocab] fp32, GPT-J's biased LM head
   bool norms_folded_ = false;  // layer norm weights folded into the projections (fold_norm_weights)
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue

@@ -38,11 +38,13 @@ struct CudaBackendOptions {
   // cuBLAS's 2.2-2.7 (bench/kernels/gemv_bench.cu) and takes a Llama-2-7B batch-1 step from 6.12
   // to 5.63 ms. Off: every projection through cuBLAS (comparisons).
   bool skinny_gemv = true;
-  // On the fused path with skinny_gemv, RMSNorm models: decode steps of <= 8 rows run the norms
-  // inside the projections that follow them (the norm weights folded into the qkv and gate/up
-  // columns at load), and the residual adds, the gated activation and (rotary dims a multiple
-  // of 16) rope + K/V write in the projections' epilogues: 4 projections and attention a layer
-  // instead of 8 kernels. Off: the separate kernels.
+  // On the fused path with skinny_gemv, decode steps of <= 8 rows of pre-norm layers whose
+  // residual is the stream itself add the o and down projections' outputs (and biases) to the
+  // residual in their epilogues. RMSNorm models also run the norms inside the projections that
+  // follow them (the norm weights folded into the qkv and gate/up columns at load), the gated
+  // activation and (rotary dims a multiple of 16) rope + K/V write in the projections'
+  // epilogues: 4 projections and attention a layer instead of 8 kernels. Off: the separate
+  // kernels.
   bool fuse_decode_projections = true;
   // Before a decode batch size's first graph, time cuBLASLt's proposed algorithms for each
   // projection that runs through cuBLAS at that many rows (kernels/gemm.h, tune_linear) and keep

@@ -1,5 +1,7 @@
 #include "engine/model/architectures/common.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 
 namespace lmx::arch {
@@ -16,7 +18,7 @@ double number_or(const json& obj, const char* key, double fallback, const std::s
 
 }  // namespace
 
-RopeDesc read_rope(const ModelConfig& config, int head_dim) {
+RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legacy) {
   const json& raw = config.raw();
   RopeDesc rope;
   json params = json::object();  // rope_type and its factors
@@ -29,7 +31,7 @@ RopeDesc read_rope(const ModelConfig& config, int head_dim) {
                   "parameters are not supported)", where);
     rope.theta = float(number_or(params, "rope_theta", 10000.0, where));
   } else {
-    rope.theta = float(config.get_double({"rope_theta"}).value_or(10000.0));
+    rope.theta = float(config.get_double({legacy.theta}).value_or(10000.0));
     if (raw.contains("rope_scaling") && !raw["rope_scaling"].is_null()) {
       params = raw["rope_scaling"];
       where += ": rope_scaling";
@@ -37,11 +39,12 @@ RopeDesc read_rope(const ModelConfig& config, int head_dim) {
     }
   }
 
-  double partial = number_or(params, "partial_rotary_factor",
-                             config.get_double({"partial_rotary_factor"}).value_or(1.0), where);
+  const double partial = number_or(
+      params, "partial_rotary_factor",
+      config.get_double({legacy.partial}).value_or(legacy.partial_default), where);
   if (partial <= 0.0 || partial > 1.0)
     throw_error("{}: partial_rotary_factor {} must be in (0, 1]", config.source(), partial);
-  rope.rotary_dim = int(head_dim * partial);
+  rope.rotary_dim = int(head_dim * partial);  // truncates, as transformers does
   if (rope.rotary_dim % 2 != 0 || rope.rotary_dim == 0)
     throw_error("{}: rotary dimension {} (head_dim {} x partial_rotary_factor {}) must be even "
                 "and positive", config.source(), rope.rotary_dim, head_dim, partial);
@@ -72,6 +75,13 @@ RopeDesc read_rope(const ModelConfig& config, int head_dim) {
   }
   if (rope.factor <= 0.0f) throw_error("{}: rope factor must be positive", where);
   return rope;
+}
+
+void require_value(const ModelConfig& config, const char* key, const json& supported) {
+  auto it = config.raw().find(key);
+  if (it == config.raw().end() || it->is_null() || *it == supported) return;
+  throw_error("{}: '{}' = {} is not supported (LMX implements {} only)", config.source(), key,
+              it->dump(), supported.dump());
 }
 
 Activation parse_activation(const ModelConfig& config, const char* key, const std::string& fallback) {
@@ -135,6 +145,15 @@ DecoderDesc describe_llama_like(const ModelConfig& config, bool tie_default) {
   return d;
 }
 
+DecoderDesc describe_layer_norm_decoder(const ModelConfig& config) {
+  DecoderDesc d;
+  d.architecture = config.architecture();
+  d.norm = NormKind::LayerNorm;
+  d.norm_eps = 1e-5f;
+  d.mlp = MlpKind::Plain;
+  return d;
+}
+
 TensorNames llama_style_names(const DecoderDesc& desc) {
   TensorNames n;
   n.embed = "model.embed_tokens.weight";
@@ -159,6 +178,8 @@ TensorNames llama_style_names(const DecoderDesc& desc) {
 }
 
 void finish_desc(const ModelConfig& config, DecoderDesc& d) {
+  if (d.embed_dim == 0) d.embed_dim = d.hidden_size;
+  if (d.sliding_window.empty()) d.sliding_window.assign(size_t(std::max(d.num_layers, 0)), 0);
   d.bos_token_id = config.bos_token_id();
   d.eos_token_ids = config.eos_token_ids();
   const auto positive = [&](int v, const char* what) {
@@ -166,11 +187,15 @@ void finish_desc(const ModelConfig& config, DecoderDesc& d) {
   };
   positive(d.vocab_size, "vocab size");
   positive(d.hidden_size, "hidden size");
+  positive(d.embed_dim, "embedding width");
+  positive(d.num_heads, "number of attention heads");
   positive(d.num_layers, "number of layers");
   positive(d.num_kv_heads, "number of key/value heads");
   positive(d.head_dim, "head dimension");
   positive(d.intermediate_size, "intermediate size");
   positive(d.max_position_embeddings, "max_position_embeddings");
+  if (d.positions == PositionKind::Rotary && d.rope.interleaved && d.rope.rotary_dim % 2 != 0)
+    throw_error("{}: rotary dimension {} must be even", config.source(), d.rope.rotary_dim);
   if (d.num_heads % d.num_kv_heads != 0)
     throw_error("{}: {} attention heads are not a multiple of {} key/value heads", config.source(),
                 d.num_heads, d.num_kv_heads);

@@ -9,9 +9,19 @@
 
 namespace lmx::arch {
 
-// Rotary settings in both spellings: legacy (`rope_theta`, `rope_scaling`) and transformers 5
-// (`rope_parameters`), with `partial_rotary_factor`. Unsupported rope types are errors.
-RopeDesc read_rope(const ModelConfig& config, int head_dim);
+// Rotary settings in both spellings: legacy (top-level keys, `rope_scaling`) and transformers 5
+// (`rope_parameters`, which wins). Unsupported rope types are errors. Families name their own
+// legacy top-level keys (GPT-NeoX: `rotary_emb_base`, `rotary_pct`, default fraction 0.25).
+struct RopeLegacyKeys {
+  const char* theta = "rope_theta";                // the base
+  const char* partial = "partial_rotary_factor";  // the rotary fraction of head_dim
+  double partial_default = 1.0;
+};
+RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legacy = {});
+
+// Refuses a config value that changes the math in a way the engine does not implement:
+// `key` present with a value other than `supported` (absent is fine). The error names both.
+void require_value(const ModelConfig& config, const char* key, const nlohmann::json& supported);
 
 Activation parse_activation(const ModelConfig& config, const char* key, const std::string& fallback);
 
@@ -27,7 +37,12 @@ DecoderDesc describe_llama_like(const ModelConfig& config, bool tie_default);
 // Hugging Face names of the Llama-style layout ("model.layers.{}.self_attn.q_proj.weight", ...).
 TensorNames llama_style_names(const DecoderDesc& desc);
 
-// Token ids and checks common to every family; call last in describe().
+// GPT-2-style LayerNorm decoders (GPT-2, GPT-J, GPT-Neo, GPT-NeoX, OPT, Bloom) start from this:
+// LayerNorm, plain MLP, full attention on every layer; sizes are read by the caller.
+DecoderDesc describe_layer_norm_decoder(const ModelConfig& config);
+
+// Token ids and checks common to every family; call last in describe(). Fills embed_dim from
+// hidden_size when the family left it 0.
 void finish_desc(const ModelConfig& config, DecoderDesc& desc);
 
 }  // namespace lmx::arch

@@ -9,8 +9,7 @@ namespace {
 DecoderDesc describe(const ModelConfig& config) {
   if (config.get_bool("scale_attn_by_inverse_layer_idx").value_or(false))
     throw_error("{}: scale_attn_by_inverse_layer_idx=true is not supported", config.source());
-  DecoderDesc d;
-  d.architecture = config.architecture();
+  DecoderDesc d = arch::describe_layer_norm_decoder(config);
   d.vocab_size = config.require_int({"vocab_size"});
   d.hidden_size = config.require_int({"n_embd", "hidden_size"});
   d.num_layers = config.require_int({"n_layer", "num_hidden_layers"});
@@ -22,14 +21,11 @@ DecoderDesc describe(const ModelConfig& config) {
   d.head_dim = d.hidden_size / d.num_heads;
   d.intermediate_size = config.get_int({"n_inner"}).value_or(4 * d.hidden_size);
   d.max_position_embeddings = config.require_int({"n_positions", "max_position_embeddings"});
-  d.norm = NormKind::LayerNorm;
   d.norm_eps = float(config.get_double({"layer_norm_epsilon"}).value_or(1e-5));
   d.positions = PositionKind::LearnedAbsolute;
-  d.mlp = MlpKind::Plain;
   d.activation = arch::parse_activation(config, "activation_function", "gelu_new");
   d.qkv_bias = d.o_bias = d.mlp_bias = true;
   d.tie_word_embeddings = config.get_bool("tie_word_embeddings").value_or(true);
-  d.sliding_window.assign(d.num_layers, 0);
   arch::finish_desc(config, d);
   return d;
 }

@@ -1,0 +1,74 @@
+// The weight set of a decoder, written once: the model's description holds WeightRefs
+// (ModelWeightRefs, engine/model/weight_map.h), each backend holds the same structure over its
+// own buffers and builds it with map_weights. Adding a weight means adding it here only.
+#pragma once
+
+#include <vector>
+
+#include "engine/model/linear.h"
+
+namespace lmx {
+
+template <typename Buffer>
+struct LayerWeights {
+  Norm<Buffer> attn_norm;  // [hidden]; the layer's only norm when DecoderDesc::shared_block_norm
+  Linear<Buffer> qkv;      // [q_size + 2 kv_size, hidden]: q rows, then k, then v
+  Linear<Buffer> o;        // [hidden, q_size]
+  Norm<Buffer> mlp_norm;   // [hidden], absent when shared_block_norm
+  Linear<Buffer> up;       // gated: [2 * inter, hidden] (gate rows, then up rows); plain: [inter, hidden]
+  Linear<Buffer> down;     // [hidden, inter]
+};
+
+template <typename Buffer>
+struct ModelWeights {
+  Buffer embed;             // [vocab, embed_dim]
+  Buffer position_embed;    // [max_positions + position_offset, hidden], learned positions only
+  Norm<Buffer> embed_norm;  // [hidden], DecoderDesc::embedding_norm
+  Linear<Buffer> project_in;   // [hidden, embed_dim], when DecoderDesc::projects_embeddings()
+  std::vector<LayerWeights<Buffer>> layers;
+  Norm<Buffer> final_norm;     // [hidden], DecoderDesc::final_norm
+  Linear<Buffer> project_out;  // [embed_dim, hidden], when DecoderDesc::projects_embeddings()
+  // [vocab, embed_dim] (+ bias [vocab]); when tied its weight is left empty and `embed` serves.
+  Linear<Buffer> lm_head;
+  bool lm_head_tied = false;
+
+  const Buffer& head_weight() const { return lm_head_tied ? embed : lm_head.weight; }
+};
+
+// What a weight is, for makers that treat kinds differently (random weights: norms around 1).
+enum class WeightKind { Matrix, NormWeight, Bias };
+
+// Builds the same structure over other buffers: make(const From&, WeightKind) -> To is called
+// once per weight in a fixed order (embedding first, layers in order, LM head last), also for
+// absent ones (make returns an empty To for an empty From).
+template <typename To, typename From, typename Make>
+ModelWeights<To> map_weights(const ModelWeights<From>& w, Make&& make) {
+  const auto norm = [&](const Norm<From>& n) {
+    return Norm<To>{make(n.weight, WeightKind::NormWeight), make(n.bias, WeightKind::Bias)};
+  };
+  const auto linear = [&](const Linear<From>& l, WeightKind kind = WeightKind::Matrix) {
+    Linear<To> out;
+    out.weight = make(l.weight, kind);
+    out.bias = make(l.bias, WeightKind::Bias);
+    out.out = l.out;
+    out.in = l.in;
+    out.shard = l.shard;
+    out.quant = l.quant;
+    return out;
+  };
+  ModelWeights<To> m;
+  m.embed = make(w.embed, WeightKind::Matrix);
+  m.position_embed = make(w.position_embed, WeightKind::Matrix);
+  m.embed_norm = norm(w.embed_norm);
+  m.project_in = linear(w.project_in);
+  for (const LayerWeights<From>& l : w.layers)
+    m.layers.push_back({norm(l.attn_norm), linear(l.qkv), linear(l.o), norm(l.mlp_norm),
+                        linear(l.up), linear(l.down)});
+  m.final_norm = norm(w.final_norm);
+  m.project_out = linear(w.project_out);
+  m.lm_head = linear(w.lm_head);
+  m.lm_head_tied = w.lm_head_tied;
+  return m;
+}
+
+}  // namespace lmx
