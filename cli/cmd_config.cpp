@@ -11,6 +11,8 @@
 #include "args.h"
 #include "commands.h"
 #include "engine/core/error.h"
+#include "engine/model/architecture.h"
+#include "engine/model/model_config.h"
 #include "properties/serving_config.h"
 
 namespace lmx::cli {
@@ -21,7 +23,9 @@ constexpr const char* kUsage =
     "\n"
     "Prints the configuration LMX would serve DIR with, as JSON: every key's value and where it\n"
     "came from (serving.properties line, environment variable, TGI alias or default), plus\n"
-    "warnings for unknown keys. Invalid or unsupported values are errors.\n"
+    "warnings for unknown keys, and (when the directory holds a config.json) the model's\n"
+    "architecture and which path it runs: kernel_injection, generic or cpu_reference, with\n"
+    "the reason. Invalid or unsupported values and architectures are errors.\n"
     "\n"
     "  --model-dir DIR  model directory (holds serving.properties and/or the weights)\n"
     "  --gpus N         number of visible GPUs (default: detected from the driver and\n"
@@ -47,7 +51,14 @@ int run_config(int argc, char** argv) {
   const auto env = properties::Environment::from_process(static_cast<int>(gpus));
   const properties::ServingConfig config =
       properties::load_serving_config(model_dir, env, properties::EngineCapabilities::this_build());
-  std::cout << properties::to_json(config).dump(args.has("--compact") ? -1 : 2) << "\n";
+  nlohmann::json out = properties::to_json(config);
+  if (std::filesystem::exists(config.model_path / "config.json")) {
+    const ModelConfig model = ModelConfig::load(config.model_path);
+    const Architecture& arch = find_architecture(model.architecture());
+    const ExecutionPath path = execution_path(arch, config.device == properties::Device::Cpu);
+    out["model"] = {{"architecture", arch.hf_name}, {"path", path.name}, {"path_reason", path.reason}};
+  }
+  std::cout << out.dump(args.has("--compact") ? -1 : 2) << "\n";
   return 0;
 }
 

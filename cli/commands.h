@@ -8,5 +8,6 @@ int run_generate(int argc, char** argv);
 int run_config(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_shapes(int argc, char** argv);
 
 }  // namespace lmx::cli

@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"config", lmx::cli::run_config, "print the resolved serving configuration as JSON"},
     {"tokenize", lmx::cli::run_tokenize, "encode text (or decode ids) with a model's tokenizer"},
     {"bench", lmx::cli::run_bench, "prefill / decode speed on the GPU (random weights or a model)"},
+    {"shapes", lmx::cli::run_shapes, "known benchmark shapes, or one's config.json"},
 };
 
 void print_usage() {

@@ -24,4 +24,10 @@ for entry in lmx_cuda_kernel_tests lmx_cuda_parity_tests 'lmx_unit_tests:*Schedu
   build-gpu/bin/$t --gtest_brief=1 --gtest_filter="$filter" >"$log_dir/$t.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|error" "$log_dir/$t.log" | head -40
 done
+# Every model family through lmx-server on the GPU (fp32: greedy ids equal transformers').
+echo "== e2e_families (cuda)"
+LMX_E2E_DEVICE=cuda python3 tests/container/e2e_families.py --server build-gpu/bin/lmx-server \
+  --plugin build-gpu/lib/liblmx.so --fixtures tests/fixtures/parity >"$log_dir/e2e_families.log" 2>&1 ||
+  status=1
+grep -E "checks passed|FAIL" "$log_dir/e2e_families.log" | head -20
 exit $status

@@ -70,6 +70,19 @@ TEST_F(LmxConfigCli, InvalidConfigurationFailsWithTheReason) {
   EXPECT_NE(r.out.find("line 1 of " + dir.props()), std::string::npos) << r.out;
 }
 
+// With a model beside the properties it names the architecture and the path it runs (CPU here:
+// the reference; the fused / generic choice is the CUDA backend's).
+TEST_F(LmxConfigCli, ReportsTheModelsExecutionPath) {
+  const std::string model = std::string(LMX_FIXTURES_DIR) + "/parity/gpt2";
+  const Result r = run(lmx_binary() + " config --model-dir '" + model + "' --gpus 0 --compact 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["architecture"], "GPT2LMHeadModel");
+  EXPECT_EQ(j["model"]["path"], "cpu_reference");
+  EXPECT_NE(j["model"]["path_reason"].get<std::string>().find("no kernel-injection policy"),
+            std::string::npos) << r.out;
+}
+
 TEST_F(LmxConfigCli, MissingModelDirIsAnError) {
   const Result r = run(lmx_binary() + " config 2>&1");
   EXPECT_NE(r.exit_code, 0);

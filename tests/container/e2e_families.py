@@ -1,0 +1,87 @@
+"""Every model family serves through lmx-server: one parity fixture per family (tiny random
+weights, vocabulary of 256) behind a byte-level tokenizer written here (id i = byte i, no merges,
+so the text "\\u0001" is the fixture's one-token prompt [1]). The greedy ids the server returns
+(`details`) must equal transformers' for that prompt. The device comes from LMX_E2E_DEVICE (cpu
+here and in CI; cuda on the GPU machine, where fp32 keeps greedy ids exact)."""
+import argparse
+import json
+import os
+import shutil
+import tempfile
+
+from harness import Checks, Server, http
+
+# One fixture per family (tests/fixtures/parity/).
+FIXTURES = ["llama_gqa_llama3_bias", "mistral_sliding", "qwen2_bias_tied", "gpt2",
+            "gptj_partial_rotary", "gpt_neox_parallel", "gpt_neo_mixed_local", "opt_post_ln_proj",
+            "bloom_6heads_bf16"]
+
+
+def byte_unicode():
+    """GPT-2's byte -> printable character table (what ByteLevel pre-tokenizers map bytes to)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def write_tokenizer(d):
+    table = byte_unicode()
+    tok = {"version": "1.0", "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                             "use_regex": False},
+           "post_processor": None,
+           "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                       "use_regex": False},
+           "model": {"type": "BPE", "vocab": {table[b]: b for b in range(256)}, "merges": [],
+                     "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                     "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False}}
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast"}, f)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--server", required=True)
+    p.add_argument("--plugin", required=True)
+    p.add_argument("--fixtures", required=True)
+    a = p.parse_args()
+    device = os.environ.get("LMX_E2E_DEVICE", "cpu")
+    c = Checks(f"e2e_families ({device})")
+    for name in FIXTURES:
+        src = os.path.join(a.fixtures, name)
+        expected = json.load(open(os.path.join(src, "expected.json")))
+        case = next(x for x in expected["cases"] if x["prompt_ids"] == [1])
+        with tempfile.TemporaryDirectory() as d:
+            for f in os.listdir(src):
+                if f != "expected.json":
+                    os.symlink(os.path.join(src, f), os.path.join(d, f))
+            write_tokenizer(d)
+            overrides = {"option.device": device, "option.dtype": "fp32", "option.max_tokens": 64}
+            with Server(a.server, a.plugin, d, overrides=overrides) as s:
+                status, _, body = http("GET", s.url + "/health")
+                health = json.loads(body) if status == 200 else {}
+                c.check(status == 200, f"{name}: /health {status} {body[:200]!r}")
+                print(f"{name}: {expected['architecture']} path {health.get('path')}", flush=True)
+                req = {"inputs": "\u0001", "parameters": {
+                    "max_new_tokens": len(case["greedy_ids"]), "do_sample": False,
+                    "ignore_eos": True, "details": True}}
+                status, _, body = http("POST", s.url + "/invocations", json.dumps(req),
+                                       {"Content-Type": "application/json"})
+                ok = status == 200
+                ids = [t["id"] for t in json.loads(body)["details"]["tokens"]] if ok else None
+                c.check(ok and ids == case["greedy_ids"],
+                        f"{name}: greedy ids {ids} != transformers' {case['greedy_ids']} "
+                        f"({status} {body[:200]!r})")
+    c.done()
+
+
+if __name__ == "__main__":
+    main()
