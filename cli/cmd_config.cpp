@@ -54,7 +54,8 @@ int run_config(int argc, char** argv) {
   nlohmann::json out = properties::to_json(config);
   if (std::filesystem::exists(config.model_path / "config.json")) {
     const ModelConfig model = ModelConfig::load(config.model_path);
-    const Architecture& arch = find_architecture(model.architecture());
+    const std::string name = model.architecture();
+    const Architecture& arch = find_architecture(name);
     const ExecutionPath path = execution_path(arch, config.device == properties::Device::Cpu);
     out["model"] = {{"architecture", arch.hf_name}, {"path", path.name}, {"path_reason", path.reason}};
   }
