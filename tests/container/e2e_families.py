@@ -56,7 +56,7 @@ def main():
     device = os.environ.get("LMX_E2E_DEVICE", "cpu")
     c = Checks(f"e2e_families ({device})")
     for name in FIXTURES:
-        src = os.path.join(a.fixtures, name)
+        src = os.path.abspath(os.path.join(a.fixtures, name))
         expected = json.load(open(os.path.join(src, "expected.json")))
         case = next(x for x in expected["cases"] if x["prompt_ids"] == [1])
         with tempfile.TemporaryDirectory() as d:

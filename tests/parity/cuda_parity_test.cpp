@@ -112,6 +112,19 @@ std::vector<std::vector<std::vector<float>>> forced_batch_logits(
   return out;
 }
 
+// Half-precision runs: (dtype, reference margin of a "clear" step, relative L2 tolerance against
+// the CPU fp32 backend). GPT-Neo does not scale its attention scores by head_dim^-0.5, so the
+// rounding of q and k moves its scores sqrt(head_dim) times as much: on the H100 (2026-11-25) its
+// bf16 logits reached 0.121 on the kernel-injection and 0.120 on the generic path (the same error
+// on both, so not a path's bug); its bf16 bound is 1.5x the others'.
+struct HalfPrecision {
+  CudaDtype dtype;
+  double margin, tol;
+};
+std::vector<HalfPrecision> half_precisions(const DecoderDesc& d) {
+  return {{CudaDtype::F16, 0.1, 2e-2}, {CudaDtype::BF16, 0.3, d.scale_attention ? 1e-1 : 1.5e-1}};
+}
+
 class CudaHfParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
@@ -138,7 +151,7 @@ TEST_P(CudaHfParity, HalfPrecisionTopOneOnClearSteps) {
   REQUIRE_GPU();
   const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
-  for (auto [dtype, margin, tol] : {std::tuple{CudaDtype::F16, 0.1, 2e-2}, {CudaDtype::BF16, 0.3, 1e-1}}) {
+  for (auto [dtype, margin, tol] : half_precisions(model.desc)) {
     auto backend = make_cuda_backend(model, options(dtype));
     auto cpu = make_cpu_backend(model, {16, 256});
     int clear_steps = 0;
@@ -228,13 +241,16 @@ TEST_P(CudaHfParity, HalfPrecisionBatchedDecodeInGraphs) {
   ASSERT_LE(prompts.size(), 8u);
   auto cpu = make_cpu_backend(model, {16, 256});
   const auto ref = forced_batch_logits(*cpu, prompts, paths, steps);
-  for (auto [dtype, margin, tol] :
-       {std::tuple{CudaDtype::F16, 0.1, 2e-2}, {CudaDtype::BF16, 0.3, 1e-1}}) {
+  for (auto [dtype, margin, tol] : half_precisions(desc)) {
     CudaBackendOptions shipped_opts = options(dtype);
     shipped_opts.cuda_graphs = true;
+    // The two paths compared with each other use cuBLAS's default algorithms: tuning picks one
+    // by timing, so two backends may sum a projection in different orders (real_stories260k's
+    // cuBLAS down projection, K = 172: 1.9e-3 apart in fp16 on the H100, 2026-11-25).
     CudaBackendOptions unfused_decode_opts = shipped_opts;
     unfused_decode_opts.fuse_decode_projections = false;
-    CudaBackendOptions generic_opts = shipped_opts;
+    unfused_decode_opts.tune_gemms = false;
+    CudaBackendOptions generic_opts = unfused_decode_opts;
     generic_opts.fused = false;
     const auto shipped = forced_batch_logits(*make_cuda_backend(model, shipped_opts), prompts,
                                              paths, steps);
