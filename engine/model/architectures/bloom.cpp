@@ -15,14 +15,9 @@ DecoderDesc describe(const ModelConfig& config) {
     throw_error("{}: 'slow_but_exact' = true with 'pretraining_tp' = {} is not supported",
                 config.source(), *config.get_int({"pretraining_tp"}));
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
-  d.vocab_size = config.require_int({"vocab_size"});
-  d.hidden_size = config.require_int({"hidden_size", "n_embed"});
-  d.num_layers = config.require_int({"n_layer", "num_hidden_layers"});
-  d.num_heads = d.num_kv_heads = config.require_int({"n_head", "num_attention_heads"});
-  if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
-    throw_error("{}: hidden_size {} is not a multiple of n_head {}", config.source(), d.hidden_size,
-                d.num_heads);
-  d.head_dim = d.hidden_size / d.num_heads;
+  // transformers takes the legacy n_embed over hidden_size when a config has both.
+  arch::read_mha_sizes(config, d, {"n_embed", "hidden_size"}, {"n_layer", "num_hidden_layers"},
+                       {"n_head", "num_attention_heads"});
   d.intermediate_size = 4 * d.hidden_size;
   // ALiBi has no position table; the context limit is the serving configuration's. Bloom's
   // configs name their training length `seq_length` when they name one.
@@ -42,25 +37,17 @@ TensorNames names(const DecoderDesc&) {
   TensorNames n;
   n.optional_prefix = "transformer.";  // bigscience checkpoints store "h.0...."
   n.embed = "transformer.word_embeddings.weight";
-  n.embed_norm_weight = "transformer.word_embeddings_layernorm.weight";
-  n.embed_norm_bias = "transformer.word_embeddings_layernorm.bias";
-  n.final_norm_weight = "transformer.ln_f.weight";
-  n.final_norm_bias = "transformer.ln_f.bias";
+  arch::norm_names(n.embed_norm_weight, n.embed_norm_bias, "transformer.word_embeddings_layernorm");
+  arch::norm_names(n.final_norm_weight, n.final_norm_bias, "transformer.ln_f");
   n.lm_head = "lm_head.weight";
   const std::string layer = "transformer.h.{}.";
-  n.attn_norm_weight = layer + "input_layernorm.weight";
-  n.attn_norm_bias = layer + "input_layernorm.bias";
-  n.qkv_weight = {layer + "self_attention.query_key_value.weight"};
-  n.qkv_bias = {layer + "self_attention.query_key_value.bias"};
+  arch::norm_names(n.attn_norm_weight, n.attn_norm_bias, layer + "input_layernorm");
+  arch::linear_names(n.qkv_weight, n.qkv_bias, layer + "self_attention.query_key_value", true);
   n.qkv_layout = QkvLayout::PerHead;
-  n.o_weight = layer + "self_attention.dense.weight";
-  n.o_bias = layer + "self_attention.dense.bias";
-  n.mlp_norm_weight = layer + "post_attention_layernorm.weight";
-  n.mlp_norm_bias = layer + "post_attention_layernorm.bias";
-  n.up_weight = {layer + "mlp.dense_h_to_4h.weight"};
-  n.up_bias = {layer + "mlp.dense_h_to_4h.bias"};
-  n.down_weight = layer + "mlp.dense_4h_to_h.weight";
-  n.down_bias = layer + "mlp.dense_4h_to_h.bias";
+  arch::linear_names(n.o_weight, n.o_bias, layer + "self_attention.dense", true);
+  arch::norm_names(n.mlp_norm_weight, n.mlp_norm_bias, layer + "post_attention_layernorm");
+  arch::linear_names(n.up_weight, n.up_bias, layer + "mlp.dense_h_to_4h", true);
+  arch::linear_names(n.down_weight, n.down_bias, layer + "mlp.dense_4h_to_h", true);
   return n;
 }
 

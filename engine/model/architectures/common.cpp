@@ -145,6 +145,36 @@ DecoderDesc describe_llama_like(const ModelConfig& config, bool tie_default) {
   return d;
 }
 
+void read_mha_sizes(const ModelConfig& config, DecoderDesc& d,
+                    std::initializer_list<const char*> hidden_keys,
+                    std::initializer_list<const char*> layer_keys,
+                    std::initializer_list<const char*> head_keys) {
+  d.vocab_size = config.require_int({"vocab_size"});
+  d.hidden_size = config.require_int(hidden_keys);
+  d.num_layers = config.require_int(layer_keys);
+  d.num_heads = d.num_kv_heads = config.require_int(head_keys);
+  if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
+    throw_error("{}: hidden size {} is not a multiple of the {} attention heads", config.source(),
+                d.hidden_size, d.num_heads);
+  d.head_dim = d.hidden_size / d.num_heads;
+}
+
+void norm_names(std::string& weight, std::string& bias, const std::string& module) {
+  weight = module + ".weight";
+  bias = module + ".bias";
+}
+
+void linear_names(std::string& weight, std::string& bias, const std::string& module, bool has_bias) {
+  weight = module + ".weight";
+  bias = has_bias ? module + ".bias" : "";
+}
+
+void linear_names(std::vector<std::string>& weight, std::vector<std::string>& bias,
+                  const std::string& module, bool has_bias) {
+  weight = {module + ".weight"};
+  bias = has_bias ? std::vector<std::string>{module + ".bias"} : std::vector<std::string>{};
+}
+
 DecoderDesc describe_layer_norm_decoder(const ModelConfig& config) {
   DecoderDesc d;
   d.architecture = config.architecture();

@@ -41,6 +41,19 @@ TensorNames llama_style_names(const DecoderDesc& desc);
 // LayerNorm, plain MLP, full attention on every layer; sizes are read by the caller.
 DecoderDesc describe_layer_norm_decoder(const ModelConfig& config);
 
+// vocab_size, hidden size, layers and heads (as many KV heads: multi-head attention), head_dim =
+// hidden / heads, read from the first present key of each list (a family's aliases).
+void read_mha_sizes(const ModelConfig& config, DecoderDesc& d,
+                    std::initializer_list<const char*> hidden_keys,
+                    std::initializer_list<const char*> layer_keys,
+                    std::initializer_list<const char*> head_keys);
+
+// Tensor names of a module: "<module>.weight" and "<module>.bias" (empty bias without one).
+void norm_names(std::string& weight, std::string& bias, const std::string& module);
+void linear_names(std::string& weight, std::string& bias, const std::string& module, bool has_bias);
+void linear_names(std::vector<std::string>& weight, std::vector<std::string>& bias,
+                  const std::string& module, bool has_bias);
+
 // Token ids and checks common to every family; call last in describe(). Fills embed_dim from
 // hidden_size when the family left it 0.
 void finish_desc(const ModelConfig& config, DecoderDesc& desc);

@@ -10,15 +10,8 @@ DecoderDesc describe(const ModelConfig& config) {
   if (config.get_bool("scale_attn_by_inverse_layer_idx").value_or(false))
     throw_error("{}: scale_attn_by_inverse_layer_idx=true is not supported", config.source());
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
-  d.vocab_size = config.require_int({"vocab_size"});
-  d.hidden_size = config.require_int({"n_embd", "hidden_size"});
-  d.num_layers = config.require_int({"n_layer", "num_hidden_layers"});
-  d.num_heads = config.require_int({"n_head", "num_attention_heads"});
-  d.num_kv_heads = d.num_heads;
-  if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
-    throw_error("{}: n_embd {} is not a multiple of n_head {}", config.source(), d.hidden_size,
-                d.num_heads);
-  d.head_dim = d.hidden_size / d.num_heads;
+  arch::read_mha_sizes(config, d, {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
+                       {"n_head", "num_attention_heads"});
   d.intermediate_size = config.get_int({"n_inner"}).value_or(4 * d.hidden_size);
   d.max_position_embeddings = config.require_int({"n_positions", "max_position_embeddings"});
   d.norm_eps = float(config.get_double({"layer_norm_epsilon"}).value_or(1e-5));
@@ -35,22 +28,15 @@ TensorNames names(const DecoderDesc&) {
   n.optional_prefix = "transformer.";  // original OpenAI checkpoints omit it
   n.embed = "transformer.wte.weight";
   n.position_embed = "transformer.wpe.weight";
-  n.final_norm_weight = "transformer.ln_f.weight";
-  n.final_norm_bias = "transformer.ln_f.bias";
+  arch::norm_names(n.final_norm_weight, n.final_norm_bias, "transformer.ln_f");
   n.lm_head = "lm_head.weight";
   const std::string layer = "transformer.h.{}.";
-  n.attn_norm_weight = layer + "ln_1.weight";
-  n.attn_norm_bias = layer + "ln_1.bias";
-  n.qkv_weight = {layer + "attn.c_attn.weight"};
-  n.qkv_bias = {layer + "attn.c_attn.bias"};
-  n.o_weight = layer + "attn.c_proj.weight";
-  n.o_bias = layer + "attn.c_proj.bias";
-  n.mlp_norm_weight = layer + "ln_2.weight";
-  n.mlp_norm_bias = layer + "ln_2.bias";
-  n.up_weight = {layer + "mlp.c_fc.weight"};
-  n.up_bias = {layer + "mlp.c_fc.bias"};
-  n.down_weight = layer + "mlp.c_proj.weight";
-  n.down_bias = layer + "mlp.c_proj.bias";
+  arch::norm_names(n.attn_norm_weight, n.attn_norm_bias, layer + "ln_1");
+  arch::linear_names(n.qkv_weight, n.qkv_bias, layer + "attn.c_attn", true);
+  arch::linear_names(n.o_weight, n.o_bias, layer + "attn.c_proj", true);
+  arch::norm_names(n.mlp_norm_weight, n.mlp_norm_bias, layer + "ln_2");
+  arch::linear_names(n.up_weight, n.up_bias, layer + "mlp.c_fc", true);
+  arch::linear_names(n.down_weight, n.down_bias, layer + "mlp.c_proj", true);
   n.linear_weights_transposed = true;
   return n;
 }

@@ -48,14 +48,8 @@ std::vector<std::string> attention_layers(const ModelConfig& config, int num_lay
 
 DecoderDesc describe(const ModelConfig& config) {
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
-  d.vocab_size = config.require_int({"vocab_size"});
-  d.hidden_size = config.require_int({"hidden_size"});
-  d.num_layers = config.require_int({"num_layers", "num_hidden_layers"});
-  d.num_heads = d.num_kv_heads = config.require_int({"num_heads", "num_attention_heads"});
-  if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
-    throw_error("{}: hidden_size {} is not a multiple of num_heads {}", config.source(),
-                d.hidden_size, d.num_heads);
-  d.head_dim = d.hidden_size / d.num_heads;
+  arch::read_mha_sizes(config, d, {"hidden_size"}, {"num_layers", "num_hidden_layers"},
+                       {"num_heads", "num_attention_heads"});
   d.intermediate_size = config.get_int({"intermediate_size"}).value_or(4 * d.hidden_size);
   d.max_position_embeddings = config.require_int({"max_position_embeddings"});
   d.norm_eps = float(config.get_double({"layer_norm_epsilon"}).value_or(1e-5));
@@ -85,22 +79,16 @@ TensorNames names(const DecoderDesc&) {
   n.optional_prefix = "transformer.";
   n.embed = "transformer.wte.weight";
   n.position_embed = "transformer.wpe.weight";
-  n.final_norm_weight = "transformer.ln_f.weight";
-  n.final_norm_bias = "transformer.ln_f.bias";
+  arch::norm_names(n.final_norm_weight, n.final_norm_bias, "transformer.ln_f");
   n.lm_head = "lm_head.weight";
   const std::string layer = "transformer.h.{}.";
-  n.attn_norm_weight = layer + "ln_1.weight";
-  n.attn_norm_bias = layer + "ln_1.bias";
+  arch::norm_names(n.attn_norm_weight, n.attn_norm_bias, layer + "ln_1");
   for (const char* p : {"q_proj", "k_proj", "v_proj"})
     n.qkv_weight.push_back(layer + "attn.attention." + p + ".weight");
-  n.o_weight = layer + "attn.attention.out_proj.weight";
-  n.o_bias = layer + "attn.attention.out_proj.bias";
-  n.mlp_norm_weight = layer + "ln_2.weight";
-  n.mlp_norm_bias = layer + "ln_2.bias";
-  n.up_weight = {layer + "mlp.c_fc.weight"};
-  n.up_bias = {layer + "mlp.c_fc.bias"};
-  n.down_weight = layer + "mlp.c_proj.weight";
-  n.down_bias = layer + "mlp.c_proj.bias";
+  arch::linear_names(n.o_weight, n.o_bias, layer + "attn.attention.out_proj", true);
+  arch::norm_names(n.mlp_norm_weight, n.mlp_norm_bias, layer + "ln_2");
+  arch::linear_names(n.up_weight, n.up_bias, layer + "mlp.c_fc", true);
+  arch::linear_names(n.down_weight, n.down_bias, layer + "mlp.c_proj", true);
   return n;
 }
 

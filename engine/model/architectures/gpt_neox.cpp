@@ -10,14 +10,7 @@ namespace {
 
 DecoderDesc describe(const ModelConfig& config) {
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
-  d.vocab_size = config.require_int({"vocab_size"});
-  d.hidden_size = config.require_int({"hidden_size"});
-  d.num_layers = config.require_int({"num_hidden_layers"});
-  d.num_heads = d.num_kv_heads = config.require_int({"num_attention_heads"});
-  if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
-    throw_error("{}: hidden_size {} is not a multiple of num_attention_heads {}", config.source(),
-                d.hidden_size, d.num_heads);
-  d.head_dim = d.hidden_size / d.num_heads;
+  arch::read_mha_sizes(config, d, {"hidden_size"}, {"num_hidden_layers"}, {"num_attention_heads"});
   d.intermediate_size = config.require_int({"intermediate_size"});
   d.max_position_embeddings = config.get_int({"max_position_embeddings"}).value_or(2048);
   d.norm_eps = float(config.get_double({"layer_norm_eps"}).value_or(1e-5));
@@ -38,25 +31,16 @@ DecoderDesc describe(const ModelConfig& config) {
 TensorNames names(const DecoderDesc& desc) {
   TensorNames n;
   n.embed = "gpt_neox.embed_in.weight";
-  n.final_norm_weight = "gpt_neox.final_layer_norm.weight";
-  n.final_norm_bias = "gpt_neox.final_layer_norm.bias";
+  arch::norm_names(n.final_norm_weight, n.final_norm_bias, "gpt_neox.final_layer_norm");
   n.lm_head = "embed_out.weight";
   const std::string layer = "gpt_neox.layers.{}.";
-  n.attn_norm_weight = layer + "input_layernorm.weight";
-  n.attn_norm_bias = layer + "input_layernorm.bias";
-  n.mlp_norm_weight = layer + "post_attention_layernorm.weight";
-  n.mlp_norm_bias = layer + "post_attention_layernorm.bias";
-  n.qkv_weight = {layer + "attention.query_key_value.weight"};
+  arch::norm_names(n.attn_norm_weight, n.attn_norm_bias, layer + "input_layernorm");
+  arch::norm_names(n.mlp_norm_weight, n.mlp_norm_bias, layer + "post_attention_layernorm");
+  arch::linear_names(n.qkv_weight, n.qkv_bias, layer + "attention.query_key_value", desc.qkv_bias);
   n.qkv_layout = QkvLayout::PerHead;
-  n.o_weight = layer + "attention.dense.weight";
-  if (desc.qkv_bias) {
-    n.qkv_bias = {layer + "attention.query_key_value.bias"};
-    n.o_bias = layer + "attention.dense.bias";
-  }
-  n.up_weight = {layer + "mlp.dense_h_to_4h.weight"};
-  n.up_bias = {layer + "mlp.dense_h_to_4h.bias"};
-  n.down_weight = layer + "mlp.dense_4h_to_h.weight";
-  n.down_bias = layer + "mlp.dense_4h_to_h.bias";
+  arch::linear_names(n.o_weight, n.o_bias, layer + "attention.dense", desc.o_bias);
+  arch::linear_names(n.up_weight, n.up_bias, layer + "mlp.dense_h_to_4h", true);
+  arch::linear_names(n.down_weight, n.down_bias, layer + "mlp.dense_4h_to_h", true);
   return n;
 }
 

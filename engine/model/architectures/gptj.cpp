@@ -10,14 +10,8 @@ namespace {
 
 DecoderDesc describe(const ModelConfig& config) {
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
-  d.vocab_size = config.require_int({"vocab_size"});
-  d.hidden_size = config.require_int({"n_embd", "hidden_size"});
-  d.num_layers = config.require_int({"n_layer", "num_hidden_layers"});
-  d.num_heads = d.num_kv_heads = config.require_int({"n_head", "num_attention_heads"});
-  if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
-    throw_error("{}: n_embd {} is not a multiple of n_head {}", config.source(), d.hidden_size,
-                d.num_heads);
-  d.head_dim = d.hidden_size / d.num_heads;
+  arch::read_mha_sizes(config, d, {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
+                       {"n_head", "num_attention_heads"});
   d.intermediate_size = config.get_int({"n_inner"}).value_or(4 * d.hidden_size);
   d.max_position_embeddings = config.require_int({"n_positions", "max_position_embeddings"});
   d.norm_eps = float(config.get_double({"layer_norm_epsilon"}).value_or(1e-5));
@@ -43,19 +37,14 @@ DecoderDesc describe(const ModelConfig& config) {
 TensorNames names(const DecoderDesc&) {
   TensorNames n;
   n.embed = "transformer.wte.weight";
-  n.final_norm_weight = "transformer.ln_f.weight";
-  n.final_norm_bias = "transformer.ln_f.bias";
-  n.lm_head = "lm_head.weight";
-  n.lm_head_bias = "lm_head.bias";
+  arch::norm_names(n.final_norm_weight, n.final_norm_bias, "transformer.ln_f");
+  arch::linear_names(n.lm_head, n.lm_head_bias, "lm_head", true);
   const std::string layer = "transformer.h.{}.";
-  n.attn_norm_weight = layer + "ln_1.weight";
-  n.attn_norm_bias = layer + "ln_1.bias";
+  arch::norm_names(n.attn_norm_weight, n.attn_norm_bias, layer + "ln_1");
   for (const char* p : {"q_proj", "k_proj", "v_proj"}) n.qkv_weight.push_back(layer + "attn." + p + ".weight");
   n.o_weight = layer + "attn.out_proj.weight";
-  n.up_weight = {layer + "mlp.fc_in.weight"};
-  n.up_bias = {layer + "mlp.fc_in.bias"};
-  n.down_weight = layer + "mlp.fc_out.weight";
-  n.down_bias = layer + "mlp.fc_out.bias";
+  arch::linear_names(n.up_weight, n.up_bias, layer + "mlp.fc_in", true);
+  arch::linear_names(n.down_weight, n.down_bias, layer + "mlp.fc_out", true);
   return n;
 }
 

@@ -11,15 +11,8 @@ namespace {
 DecoderDesc describe(const ModelConfig& config) {
   arch::require_value(config, "layer_norm_elementwise_affine", true);
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
-  d.vocab_size = config.require_int({"vocab_size"});
-  d.hidden_size = config.require_int({"hidden_size"});
+  arch::read_mha_sizes(config, d, {"hidden_size"}, {"num_hidden_layers"}, {"num_attention_heads"});
   d.embed_dim = config.get_int({"word_embed_proj_dim"}).value_or(d.hidden_size);
-  d.num_layers = config.require_int({"num_hidden_layers"});
-  d.num_heads = d.num_kv_heads = config.require_int({"num_attention_heads"});
-  if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
-    throw_error("{}: hidden_size {} is not a multiple of num_attention_heads {}", config.source(),
-                d.hidden_size, d.num_heads);
-  d.head_dim = d.hidden_size / d.num_heads;
   d.intermediate_size = config.require_int({"ffn_dim"});
   d.max_position_embeddings = config.get_int({"max_position_embeddings"}).value_or(2048);
   d.positions = PositionKind::LearnedAbsolute;
@@ -41,24 +34,19 @@ TensorNames names(const DecoderDesc& desc) {
   n.position_embed = "model.decoder.embed_positions.weight";
   n.project_in = "model.decoder.project_in.weight";
   n.project_out = "model.decoder.project_out.weight";
-  n.final_norm_weight = "model.decoder.final_layer_norm.weight";
-  n.final_norm_bias = "model.decoder.final_layer_norm.bias";
+  arch::norm_names(n.final_norm_weight, n.final_norm_bias, "model.decoder.final_layer_norm");
   n.lm_head = "lm_head.weight";
   const std::string layer = "model.decoder.layers.{}.";
-  n.attn_norm_weight = layer + "self_attn_layer_norm.weight";
-  n.attn_norm_bias = layer + "self_attn_layer_norm.bias";
+  arch::norm_names(n.attn_norm_weight, n.attn_norm_bias, layer + "self_attn_layer_norm");
   for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
     n.qkv_weight.push_back(layer + "self_attn." + p + ".weight");
     if (desc.qkv_bias) n.qkv_bias.push_back(layer + "self_attn." + p + ".bias");
   }
-  n.o_weight = layer + "self_attn.out_proj.weight";
-  n.o_bias = layer + "self_attn.out_proj.bias";
-  n.mlp_norm_weight = layer + "final_layer_norm.weight";
-  n.mlp_norm_bias = layer + "final_layer_norm.bias";
-  n.up_weight = {layer + "fc1.weight"};
-  n.up_bias = {layer + "fc1.bias"};
-  n.down_weight = layer + "fc2.weight";
-  n.down_bias = layer + "fc2.bias";
+  arch::linear_names(n.o_weight, n.o_bias, layer + "self_attn.out_proj", desc.o_bias);
+  // The layer's own "final_layer_norm" is its MLP norm, not the decoder's final norm.
+  arch::norm_names(n.mlp_norm_weight, n.mlp_norm_bias, layer + "final_layer_norm");
+  arch::linear_names(n.up_weight, n.up_bias, layer + "fc1", desc.mlp_bias);
+  arch::linear_names(n.down_weight, n.down_bias, layer + "fc2", desc.mlp_bias);
   return n;
 }
 
