@@ -1,21 +1,27 @@
-// Linear layer: y[M, N] = x[M, K] · w[N, K]^T (+ bias[N]), w in nn.Linear's [out, in] layout.
-// CPU: fp32, host memory, through BLAS (OpenBLAS's multi-threaded sgemm).
+// Linear layer: y[M, N] = x[M, K] · w.weight^T (+ w.bias), one projection's LinearWeights w
+// (kernels/linear.h): weight [N = w.out, K = w.in] in nn.Linear's layout, bias [N] or null.
+// CPU: fp32, host memory, through BLAS (OpenBLAS's multi-threaded sgemm); linear adds w.bias.
 // CUDA: T = __half or __nv_bfloat16 (or float) in device memory through cuBLAS with fp32
-// accumulation; the output is T, or fp32 with linear_f32_out (the LM head's logits). Bias is added
-// by the fused elementwise ops, not here. The cuBLAS handle and its workspace live in a
+// accumulation; the output is T, or fp32 with linear_f32_out (the LM head's logits). These add no
+// bias: the fused elementwise ops do (callers pass w.without_bias()), and a view with a bias is
+// refused (std::invalid_argument), so a bias is never silently dropped. Which of the skinny
+// launchers below apply w.bias is said at each. The cuBLAS handle and its workspace live in a
 // GemmContext made once at load, so a launch allocates nothing and can be graph-captured.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/linear.h"
 #include "kernels/stream.h"
 
 namespace lmx::kernels::cpu {
 
-void linear(const float* x, const float* w, const float* bias, float* y, int M, int N, int K);
+// y [M, w.out] = x [M, w.in] · w.weight^T + w.bias (when not null); fp32, host.
+void linear(const float* x, const LinearWeights<float>& w, float* y, int M);
 
 }  // namespace lmx::kernels::cpu
 
@@ -42,22 +48,24 @@ class GemmContext {
   std::unique_ptr<Tuned> tuned_;
 };
 
+// y [M, w.out] = x [M, w.in] · w.weight^T; w.bias must be null.
 template <typename T>
-void linear(GemmContext& ctx, const T* x, const T* w, T* y, int M, int N, int K,
+void linear(GemmContext& ctx, const T* x, const LinearWeights<T>& w, T* y, int M,
             cudaStream_t stream);
 
 template <typename T>
-void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, int N, int K,
+void linear_f32_out(GemmContext& ctx, const T* x, const LinearWeights<T>& w, float* y, int M,
                     cudaStream_t stream);
 
 // Picks the algorithm linear (Out = T) or linear_f32_out (Out = float) uses for one shape: times
 // cuBLAS's default against the algorithms cuBLASLt's heuristic proposes, on `stream`, and keeps
-// the fastest for every later call of that shape (M, N, K, T, Out), when it beats the default by
-// more than `min_gain` (a fraction; the timing's noise is about 1%). Skinny shapes are where the
-// default leaves bandwidth unused (H100, Llama-2-7B, M = 32: 6% on the qkv projection, 5% on the
-// LM head; bench/RESULTS.md). `weights` are `count` matrices of the shape (e.g. every layer's): the timing rotates
-// over them so that it reads HBM as a step does, not L2. x and y are scratch of M x K and M x N
-// (overwritten). Synchronizes the stream: call it outside graph capture.
+// the fastest for every later call of that shape (M, N = w.out, K = w.in, T, Out), when it beats
+// the default by more than `min_gain` (a fraction; the timing's noise is about 1%). Skinny shapes
+// are where the default leaves bandwidth unused (H100, Llama-2-7B, M = 32: 6% on the qkv
+// projection, 5% on the LM head; bench/RESULTS.md). `weights` are `count` [N, K] weight matrices
+// of the shape (e.g. every layer's LinearWeights::weight): the timing rotates over them so that it
+// reads HBM as a step does, not L2. x and y are scratch of M x K and M x N (overwritten).
+// Synchronizes the stream: call it outside graph capture.
 struct LinearTuning {
   double default_us = 0, best_us = 0;  // a call: cuBLAS's default, the algorithm kept
   int candidates = 0;                   // cuBLASLt algorithms timed
@@ -67,28 +75,31 @@ template <typename T, typename Out>
 LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, const T* x, Out* y,
                          int M, int N, int K, cudaStream_t stream, double min_gain = 0.01);
 
-// Decode-shaped linear (M <= kSkinnyMaxRows rows; T = __half or __nv_bfloat16; K % 8 == 0,
-// 16-byte aligned x and w; any N): a weight-streaming kernel that keeps the memory system busy
-// where a general GEMM leaves bandwidth unused. Same math as linear (fp32 accumulation, k summed
-// in a different order). One launch, no allocation, no synchronization: graph-capturable (the
-// first call in a process queries the SM count and occupancy once and caches them). 8 rows is
-// the tensor-core tile's width, not a tuning choice. Design: kernels/cuda/gemv.cu; speed against
-// cuBLAS: bench/kernels/gemv_bench.cu.
+// Decode-shaped linear (M <= kSkinnyMaxRows rows; T = __half or __nv_bfloat16; K = w.in with
+// K % 8 == 0, 16-byte aligned x and w.weight; any N = w.out): a weight-streaming kernel that keeps
+// the memory system busy where a general GEMM leaves bandwidth unused. Same math as linear (fp32
+// accumulation, k summed in a different order). One launch, no allocation, no synchronization:
+// graph-capturable (the first call in a process queries the SM count and occupancy once and caches
+// them). 8 rows is the tensor-core tile's width, not a tuning choice. Design: kernels/cuda/gemv.cu;
+// speed against cuBLAS: bench/kernels/gemv_bench.cu.
 constexpr int kSkinnyMaxRows = 8;
 bool skinny_supported(int M, int K);
+// y [M, N] = x [M, K] · w.weight^T; like linear, no bias (w.bias must be null).
 template <typename T>
-void skinny_linear(const T* x, const T* w, T* y, int M, int N, int K, cudaStream_t stream);
+void skinny_linear(const T* x, const LinearWeights<T>& w, T* y, int M, cudaStream_t stream);
 template <typename T>
-void skinny_linear_f32_out(const T* x, const T* w, float* y, int M, int N, int K,
+void skinny_linear_f32_out(const T* x, const LinearWeights<T>& w, float* y, int M,
                            cudaStream_t stream);
 
 // Decode projections with their neighbours fused in (same kernel, shapes and limits as
-// skinny_linear; no extra pass over anything):
-//   skinny_linear_rms:       y[M, N] = rms(x) · w^T
+// skinny_linear; no extra pass over anything; N = w.out, K = w.in):
+//   skinny_linear_rms:       y[M, N] = rms(x) · w.weight^T   (no bias: w.bias must be null)
 //   skinny_linear_rms_gated: y[M, inter] = act(g + bias[:inter]) * (u + bias[inter:]) where
-//                            [g | u] = rms(x) · w^T, w: [2 x inter, K] (gate rows, then up rows,
-//                            as gated_act's input), bias: [2 x inter] or null
-//   skinny_linear_add:       residual[M, N] += x · w^T + bias   (bias: [N] or null; one rounding)
+//                            [g | u] = rms(x) · w.weight^T, w.weight: [2 x inter, K] (gate rows,
+//                            then up rows, as gated_act's input; inter = w.out / 2, w.out odd is
+//                            refused), bias = w.bias: [2 x inter] or null
+//   skinny_linear_add:       residual[M, N] += x · w.weight^T + w.bias   (bias: [N] or null; one
+//                            rounding)
 //                            residual and bias are read before waiting for the kernel before
 //                            this one in the stream (kernels/cuda/pdl.cuh): that kernel must not
 //                            write them (in the decode layer the residual was last written by
@@ -99,26 +110,27 @@ void skinny_linear_f32_out(const T* x, const T* w, float* y, int M, int N, int K
 // result by its row's factor. This makes the pre-norm decoder's add + norm and the activation
 // disappear as kernels on the decode path.
 template <typename T>
-void skinny_linear_rms(const T* x, float eps, const T* w, T* y, int M, int N, int K,
+void skinny_linear_rms(const T* x, float eps, const LinearWeights<T>& w, T* y, int M,
                        cudaStream_t stream);
 template <typename T>
-void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const T* w, const T* bias,
-                             T* y, int M, int inter, int K, cudaStream_t stream);
+void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const LinearWeights<T>& w,
+                             T* y, int M, cudaStream_t stream);
 template <typename T>
-void skinny_linear_add(const T* x, const T* w, const T* bias, T* residual, int M, int N, int K,
+void skinny_linear_add(const T* x, const LinearWeights<T>& w, T* residual, int M,
                        cudaStream_t stream);
 
 // The decode qkv projection with rope_write_kv (kernels/rope_kv.h, same arguments and results:
 // q biased and rotated in qkv, k and v biased, k rotated, into the cache) as its epilogue:
-//   qkv-to-be = rms(x) · w^T   (x: [M, K], w: [qkv_stride, K] = [q | k | v] rows)
+//   qkv-to-be = rms(x) · w.weight^T   (x: [M, K = w.in], w.weight: [qkv_stride = w.out, K] =
+//                                      [q | k | v] rows; qkv_bias = w.bias: [w.out] or null)
 // Supported when rope_epilogue_supported(rotary_dim, head_dim); k and v columns of qkv are not
 // written (attention reads them from the cache). C: the cache's element type (T or KvFp8).
 bool rope_epilogue_supported(int rotary_dim, int head_dim);
 template <typename T, typename C>
-void skinny_linear_rms_rope_kv(const T* x, float eps, const T* w, T* qkv, int qkv_stride,
-                               const T* qkv_bias, const int32_t* token_pos, const float* inv_freq,
-                               int rotary_dim, int heads, C* k_cache, C* v_cache,
-                               const int32_t* block_tables, const int32_t* token_seq, int M, int K,
-                               const PagedKvLayout& layout, cudaStream_t stream);
+void skinny_linear_rms_rope_kv(const T* x, float eps, const LinearWeights<T>& w, T* qkv,
+                               const int32_t* token_pos, const float* inv_freq, int rotary_dim,
+                               int heads, C* k_cache, C* v_cache, const int32_t* block_tables,
+                               const int32_t* token_seq, int M, const PagedKvLayout& layout,
+                               cudaStream_t stream);
 
 }  // namespace lmx::kernels::cuda

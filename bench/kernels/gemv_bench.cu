@@ -34,6 +34,7 @@
 
 #include "bench/kernels/cuda_check.h"
 #include "kernels/gemm.h"
+#include "kernels/linear.h"
 
 namespace k = lmx::kernels::cuda;
 
@@ -194,18 +195,20 @@ void run_shape(const Shape& s, double ceiling) {
   CHECK(cudaMalloc(&y32, out * sizeof(float)));
   k::GemmContext ctx;
   for (int M : {1, 2, 4, 8}) {
-    auto weights = [&](int i) { return w + size_t(i % copies) * elems; };
+    auto weights = [&](int i) {
+      return lmx::kernels::LinearWeights<T>{w + size_t(i % copies) * elems, nullptr, s.N, s.K};
+    };
     auto cublas = [&](int i) {
       if (s.f32_out)
-        k::linear_f32_out<T>(ctx, x, weights(i), y32_ref, M, s.N, s.K, g_stream);
+        k::linear_f32_out<T>(ctx, x, weights(i), y32_ref, M, g_stream);
       else
-        k::linear<T>(ctx, x, weights(i), y_ref, M, s.N, s.K, g_stream);
+        k::linear<T>(ctx, x, weights(i), y_ref, M, g_stream);
     };
     auto skinny = [&](int i) {
       if (s.f32_out)
-        k::skinny_linear_f32_out<T>(x, weights(i), y32, M, s.N, s.K, g_stream);
+        k::skinny_linear_f32_out<T>(x, weights(i), y32, M, g_stream);
       else
-        k::skinny_linear<T>(x, weights(i), y, M, s.N, s.K, g_stream);
+        k::skinny_linear<T>(x, weights(i), y, M, g_stream);
     };
     const double t_cublas = time_us(cublas, copies), t_skinny = time_us(skinny, copies);
     cublas(0);
@@ -237,11 +240,11 @@ void run_prefill_shape(const Shape& s, int M) {
   CHECK(cudaMalloc(&y32, size_t(M) * s.N * sizeof(float)));
   k::GemmContext ctx;
   auto cublas = [&](int i) {
-    const T* wi = w + size_t(i % copies) * elems;
+    const lmx::kernels::LinearWeights<T> wi{w + size_t(i % copies) * elems, nullptr, s.N, s.K};
     if (s.f32_out)
-      k::linear_f32_out<T>(ctx, x, wi, y32, M, s.N, s.K, g_stream);
+      k::linear_f32_out<T>(ctx, x, wi, y32, M, g_stream);
     else
-      k::linear<T>(ctx, x, wi, y, M, s.N, s.K, g_stream);
+      k::linear<T>(ctx, x, wi, y, M, g_stream);
   };
   const double us = time_us(cublas, copies);
   const double tflops = 2.0 * M * s.N * s.K / (us * 1e6);

@@ -10,6 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
 
@@ -23,6 +24,11 @@ using CpuLinear = Linear<Buffer>;
 using CpuNorm = Norm<Buffer>;
 
 const float* ptr_or_null(const Buffer& b) { return b.empty() ? nullptr : b.data(); }
+
+// The kernels' view of a projection: weight [out, in] and bias [out] (or null), host fp32.
+kernels::LinearWeights<float> view(const CpuLinear& L) {
+  return {L.weight.data(), ptr_or_null(L.bias), int(L.out), int(L.in)};
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -132,8 +138,16 @@ class CpuBackend final : public Backend {
     return w_.position_embed.data() + size_t(desc_.position_offset) * desc_.hidden_size;
   }
 
+  // y [rows, out] = x [rows, in] · W^T + b.
   void linear(const CpuLinear& L, const float* x, float* y, int rows) const {
-    k::linear(x, L.weight.data(), ptr_or_null(L.bias), y, rows, int(L.out), int(L.in));
+    k::linear(x, view(L), y, rows);
+  }
+
+  // The LM head's view: its weight may be the tied embedding (head_weight()); shape and bias are
+  // lm_head's ([vocab, embed_dim], [vocab] or none).
+  kernels::LinearWeights<float> head_view() const {
+    return {w_.head_weight().data(), ptr_or_null(w_.lm_head.bias), int(w_.lm_head.out),
+            int(w_.lm_head.in)};
   }
 
   void norm(const CpuNorm& n, const float* in, float* out, int rows) const {
@@ -234,8 +248,7 @@ class CpuBackend final : public Backend {
       head_in = delta_.data();
     }
     logits.resize(size_t(rows) * desc_.vocab_size);
-    k::linear(head_in, w_.head_weight().data(), ptr_or_null(w_.lm_head.bias), logits.data(), rows,
-              desc_.vocab_size, E);
+    k::linear(head_in, head_view(), logits.data(), rows);
   }
 
   DecoderDesc desc_;

@@ -8,7 +8,10 @@
 
 namespace lmx::kernels::cpu {
 
-void linear(const float* x, const float* w, const float* bias, float* y, int M, int N, int K) {
+void linear(const float* x, const LinearWeights<float>& lw, float* y, int M) {
+  const float* w = lw.weight;
+  const float* bias = lw.bias;
+  const int N = lw.out, K = lw.in;
   if (M == 0 || N == 0) return;
 #if LMX_BUILTIN_BLAS
   builtin_sgemm_nt(x, w, y, M, N, K);

@@ -52,6 +52,14 @@ struct GemmContext::Tuned {
 
 namespace {
 
+// linear and linear_f32_out add no bias (fused elementwise ops do): refuse one, never drop it.
+template <typename T>
+void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
+  if (w.bias)
+    throw std::invalid_argument(std::string(launcher) +
+                                ": adds no bias (pass w.without_bias() and add it in a fused op)");
+}
+
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string("cuBLAS ") + what +
@@ -121,15 +129,17 @@ GemmContext::~GemmContext() {
 }
 
 template <typename T>
-void linear(GemmContext& ctx, const T* x, const T* w, T* y, int M, int N, int K,
+void linear(GemmContext& ctx, const T* x, const LinearWeights<T>& w, T* y, int M,
             cudaStream_t stream) {
-  gemm<T>(ctx, x, w, y, cuda_type<T>(), M, N, K, stream);
+  require_no_bias(w, "linear");
+  gemm<T>(ctx, x, w.weight, y, cuda_type<T>(), M, w.out, w.in, stream);
 }
 
 template <typename T>
-void linear_f32_out(GemmContext& ctx, const T* x, const T* w, float* y, int M, int N, int K,
+void linear_f32_out(GemmContext& ctx, const T* x, const LinearWeights<T>& w, float* y, int M,
                     cudaStream_t stream) {
-  gemm<T>(ctx, x, w, y, CUDA_R_32F, M, N, K, stream);
+  require_no_bias(w, "linear_f32_out");
+  gemm<T>(ctx, x, w.weight, y, CUDA_R_32F, M, w.out, w.in, stream);
 }
 
 namespace {
@@ -236,9 +246,9 @@ LMX_INSTANTIATE_TUNE(__nv_bfloat16, __nv_bfloat16)
 LMX_INSTANTIATE_TUNE(__nv_bfloat16, float)
 #undef LMX_INSTANTIATE_TUNE
 
-#define LMX_INSTANTIATE(T)                                                                    \
-  template void linear<T>(GemmContext&, const T*, const T*, T*, int, int, int, cudaStream_t); \
-  template void linear_f32_out<T>(GemmContext&, const T*, const T*, float*, int, int, int,    \
+#define LMX_INSTANTIATE(T)                                                                         \
+  template void linear<T>(GemmContext&, const T*, const LinearWeights<T>&, T*, int, cudaStream_t); \
+  template void linear_f32_out<T>(GemmContext&, const T*, const LinearWeights<T>&, float*, int,    \
                                   cudaStream_t);
 LMX_INSTANTIATE(float)
 LMX_INSTANTIATE(__half)

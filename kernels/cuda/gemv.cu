@@ -42,6 +42,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/activation.cuh"
@@ -519,40 +521,56 @@ void launch(const T* x, const T* w, const Epilogue& epi, int M, int K, float eps
     kernel<<<grid, kThreads, smem, stream>>>(x, w, epi, M, K, eps);
 }
 
+// The launchers whose epilogue adds no bias refuse one rather than drop it.
+template <typename T>
+void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
+  if (w.bias)
+    throw std::invalid_argument(std::string(launcher) +
+                                ": adds no bias (pass w.without_bias() and add it in a fused op)");
+}
+
 }  // namespace
 
 bool skinny_supported(int M, int K) { return M >= 1 && M <= kSkinnyMaxRows && K % 8 == 0; }
 
 template <typename T>
-void skinny_linear(const T* x, const T* w, T* y, int M, int N, int K, cudaStream_t stream) {
-  launch<T, false>(x, w, StoreRows<T>{{}, y, N}, M, K, 0.0f, stream);
+void skinny_linear(const T* x, const LinearWeights<T>& w, T* y, int M, cudaStream_t stream) {
+  require_no_bias(w, "skinny_linear");
+  launch<T, false>(x, w.weight, StoreRows<T>{{}, y, w.out}, M, w.in, 0.0f, stream);
 }
 
 template <typename T>
-void skinny_linear_f32_out(const T* x, const T* w, float* y, int M, int N, int K,
+void skinny_linear_f32_out(const T* x, const LinearWeights<T>& w, float* y, int M,
                            cudaStream_t stream) {
-  launch<T, false>(x, w, StoreRows<float>{{}, y, N}, M, K, 0.0f, stream);
+  require_no_bias(w, "skinny_linear_f32_out");
+  launch<T, false>(x, w.weight, StoreRows<float>{{}, y, w.out}, M, w.in, 0.0f, stream);
 }
 
 template <typename T>
-void skinny_linear_rms(const T* x, float eps, const T* w, T* y, int M, int N, int K,
+void skinny_linear_rms(const T* x, float eps, const LinearWeights<T>& w, T* y, int M,
                        cudaStream_t stream) {
-  launch<T, true>(x, w, StoreRows<T>{{}, y, N}, M, K, eps, stream);
+  require_no_bias(w, "skinny_linear_rms");
+  launch<T, true>(x, w.weight, StoreRows<T>{{}, y, w.out}, M, w.in, eps, stream);
 }
 
 template <typename T>
-void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const T* w, const T* bias,
-                             T* y, int M, int inter, int K, cudaStream_t stream) {
+void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const LinearWeights<T>& w,
+                             T* y, int M, cudaStream_t stream) {
+  if (w.out % 2 != 0)
+    throw std::invalid_argument("skinny_linear_rms_gated: w.out = " + std::to_string(w.out) +
+                                " is not 2 x inter (gate rows, then up rows)");
+  const int inter = w.out / 2;
   detail::with_activation(kind, [&](auto a) {
-    launch<T, true>(x, w, GatedActivation<T, decltype(a)::value>{{}, y, bias, inter}, M, K, eps,
-                    stream);
+    launch<T, true>(x, w.weight, GatedActivation<T, decltype(a)::value>{{}, y, w.bias, inter}, M,
+                    w.in, eps, stream);
   });
 }
 
 template <typename T>
-void skinny_linear_add(const T* x, const T* w, const T* bias, T* residual, int M, int N, int K,
+void skinny_linear_add(const T* x, const LinearWeights<T>& w, T* residual, int M,
                        cudaStream_t stream) {
-  launch<T, false>(x, w, AddToResidual<T>{{}, residual, bias, N}, M, K, 0.0f, stream);
+  launch<T, false>(x, w.weight, AddToResidual<T>{{}, residual, w.bias, w.out}, M, w.in, 0.0f,
+                   stream);
 }
 
 bool rope_epilogue_supported(int rotary_dim, int head_dim) {
@@ -560,30 +578,32 @@ bool rope_epilogue_supported(int rotary_dim, int head_dim) {
 }
 
 template <typename T, typename C>
-void skinny_linear_rms_rope_kv(const T* x, float eps, const T* w, T* qkv, int qkv_stride,
-                               const T* qkv_bias, const int32_t* token_pos, const float* inv_freq,
-                               int rotary_dim, int heads, C* k_cache, C* v_cache,
-                               const int32_t* block_tables, const int32_t* token_seq, int M, int K,
-                               const PagedKvLayout& layout, cudaStream_t stream) {
-  const RopeKvWrite<T, C> epi{qkv,      qkv_stride, qkv_bias, token_pos, token_seq, block_tables,
-                           inv_freq, rotary_dim, heads,    k_cache,   v_cache,   layout};
-  launch<T, true>(x, w, epi, M, K, eps, stream);
+void skinny_linear_rms_rope_kv(const T* x, float eps, const LinearWeights<T>& w, T* qkv,
+                               const int32_t* token_pos, const float* inv_freq, int rotary_dim,
+                               int heads, C* k_cache, C* v_cache, const int32_t* block_tables,
+                               const int32_t* token_seq, int M, const PagedKvLayout& layout,
+                               cudaStream_t stream) {
+  const RopeKvWrite<T, C> epi{qkv,      w.out,      w.bias, token_pos, token_seq, block_tables,
+                              inv_freq, rotary_dim, heads,  k_cache,   v_cache,   layout};
+  launch<T, true>(x, w.weight, epi, M, w.in, eps, stream);
 }
 
-#define LMX_INSTANTIATE_ROPE_KV(T, C)                                                            \
-  template void skinny_linear_rms_rope_kv<T, C>(                                                 \
-      const T*, float, const T*, T*, int, const T*, const int32_t*, const float*, int, int, C*,  \
-      C*, const int32_t*, const int32_t*, int, int, const PagedKvLayout&, cudaStream_t);
+#define LMX_INSTANTIATE_ROPE_KV(T, C)                                                           \
+  template void skinny_linear_rms_rope_kv<T, C>(                                                \
+      const T*, float, const LinearWeights<T>&, T*, const int32_t*, const float*, int, int, C*, \
+      C*, const int32_t*, const int32_t*, int, const PagedKvLayout&, cudaStream_t);
 LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE_ROPE_KV)
 #undef LMX_INSTANTIATE_ROPE_KV
 
-#define LMX_INSTANTIATE(T)                                                                         \
-  template void skinny_linear<T>(const T*, const T*, T*, int, int, int, cudaStream_t);             \
-  template void skinny_linear_f32_out<T>(const T*, const T*, float*, int, int, int, cudaStream_t); \
-  template void skinny_linear_rms<T>(const T*, float, const T*, T*, int, int, int, cudaStream_t);  \
-  template void skinny_linear_rms_gated<T>(ActivationKind, const T*, float, const T*, const T*,    \
-                                           T*, int, int, int, cudaStream_t);                       \
-  template void skinny_linear_add<T>(const T*, const T*, const T*, T*, int, int, int, cudaStream_t);
+#define LMX_INSTANTIATE(T)                                                                  \
+  template void skinny_linear<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t); \
+  template void skinny_linear_f32_out<T>(const T*, const LinearWeights<T>&, float*, int,    \
+                                         cudaStream_t);                                     \
+  template void skinny_linear_rms<T>(const T*, float, const LinearWeights<T>&, T*, int,     \
+                                     cudaStream_t);                                         \
+  template void skinny_linear_rms_gated<T>(ActivationKind, const T*, float,                 \
+                                           const LinearWeights<T>&, T*, int, cudaStream_t); \
+  template void skinny_linear_add<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t);
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)
 #undef LMX_INSTANTIATE

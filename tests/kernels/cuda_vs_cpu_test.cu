@@ -6,12 +6,15 @@
 
 #include <cmath>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/gemm.h"
+#include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "tests/kernels/cuda_test_util.h"
 
@@ -73,7 +76,7 @@ void check_linear(int M, int N, int K, Launch launch) {
   std::vector<float> x(size_t(M) * K), w(size_t(N) * K), ref(size_t(M) * N);
   for (float& v : x) v = float(T(d(rng)));
   for (float& v : w) v = float(T(d(rng) * 0.05f));
-  kernels::cpu::linear(x.data(), w.data(), nullptr, ref.data(), M, N, K);
+  kernels::cpu::linear(x.data(), {w.data(), nullptr, N, K}, ref.data(), M);
 
   std::vector<T> hx(x.begin(), x.end()), hw(w.begin(), w.end()), hy(ref.size());
   std::vector<float> hy32(ref.size());
@@ -119,10 +122,37 @@ TYPED_TEST(LinearCuda, MatchesCpuReference) {
   for (auto shape : {std::tuple{1, 67, 64}, {7, 4096, 128}, {83, 129, 4096}, {64, 512, 4096}}) {
     const int M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
     check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
-      kernels::cuda::linear<T>(ctx, x, w, y, M, N, K, nullptr);
-      kernels::cuda::linear_f32_out<T>(ctx, x, w, y32, M, N, K, nullptr);
+      const kernels::LinearWeights<T> lw{w, nullptr, N, K};
+      kernels::cuda::linear<T>(ctx, x, lw, y, M, nullptr);
+      kernels::cuda::linear_f32_out<T>(ctx, x, lw, y32, M, nullptr);
     });
   }
+}
+
+// `call` throws std::invalid_argument whose message starts with "<launcher>:".
+template <typename Call>
+void expect_refused(const std::string& launcher, Call&& call) {
+  try {
+    call();
+    ADD_FAILURE() << launcher << " did not throw std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(launcher + ":", 0), 0u) << e.what();
+  }
+}
+
+// cuBLAS adds no bias: a view with one is refused, not silently dropped (M = 0: nothing would run).
+TYPED_TEST(LinearCuda, RefusesABias) {
+  LMX_REQUIRE_GPU();  // the GemmContext needs a device
+  using T = TypeParam;
+  kernels::cuda::GemmContext ctx;
+  const std::vector<T> host(64);  // never read: the launchers throw before anything runs
+  const kernels::LinearWeights<T> lw{host.data(), host.data(), 8, 8};
+  T* y = nullptr;
+  float* y32 = nullptr;
+  expect_refused("linear", [&] { kernels::cuda::linear<T>(ctx, host.data(), lw, y, 0, nullptr); });
+  expect_refused("linear_f32_out",
+                 [&] { kernels::cuda::linear_f32_out<T>(ctx, host.data(), lw, y32, 0, nullptr); });
+  kernels::cuda::linear<T>(ctx, host.data(), lw.without_bias(), y, 0, nullptr);  // M = 0: a no-op
 }
 
 // Tuned shapes: whatever tune_linear keeps, and a cuBLASLt plan forced (min_gain < 0), still match
@@ -148,8 +178,9 @@ TYPED_TEST(LinearCuda, TunedShapesMatchCpuReference) {
           EXPECT_GT(t.candidates, 0);
           EXPECT_TRUE(t.lt && t32.lt) << M << "x" << N << "x" << K;
         }
-        kernels::cuda::linear<T>(ctx, x, w, y, M, N, K, nullptr);
-        kernels::cuda::linear_f32_out<T>(ctx, x, w, y32, M, N, K, nullptr);
+        const kernels::LinearWeights<T> lw{w, nullptr, N, K};
+        kernels::cuda::linear<T>(ctx, x, lw, y, M, nullptr);
+        kernels::cuda::linear_f32_out<T>(ctx, x, lw, y32, M, nullptr);
       });
     }
   }
@@ -181,10 +212,37 @@ TYPED_TEST(SkinnyLinearCuda, MatchesCpuReference) {
       const int N = shape.first, K = shape.second;
       ASSERT_TRUE(kernels::cuda::skinny_supported(M, K));
       check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
-        kernels::cuda::skinny_linear<T>(x, w, y, M, N, K, nullptr);
-        kernels::cuda::skinny_linear_f32_out<T>(x, w, y32, M, N, K, nullptr);
+        const kernels::LinearWeights<T> lw{w, nullptr, N, K};
+        kernels::cuda::skinny_linear<T>(x, lw, y, M, nullptr);
+        kernels::cuda::skinny_linear_f32_out<T>(x, lw, y32, M, nullptr);
       });
     }
+}
+
+// The skinny launchers whose epilogue adds no bias refuse a view with one, and the gated one a
+// w.out that is not 2 x inter, before touching the device: no GPU needed (and M = 0, so nothing
+// would run even if one did not throw). Host pointers: never read.
+TYPED_TEST(SkinnyLinearCuda, RefusesABiasItDoesNotAdd) {
+  using T = TypeParam;
+  namespace kc = kernels::cuda;
+  std::vector<T> host(64);
+  const kernels::LinearWeights<T> lw{host.data(), host.data(), 8, 8};
+  T* y = host.data();
+  float* y32 = nullptr;
+  expect_refused("skinny_linear", [&] { kc::skinny_linear<T>(host.data(), lw, y, 0, nullptr); });
+  expect_refused("skinny_linear_f32_out",
+                 [&] { kc::skinny_linear_f32_out<T>(host.data(), lw, y32, 0, nullptr); });
+  expect_refused("skinny_linear_rms",
+                 [&] { kc::skinny_linear_rms<T>(host.data(), 1e-5f, lw, y, 0, nullptr); });
+  expect_refused("skinny_linear_rms_gated", [&] {
+    kc::skinny_linear_rms_gated<T>(kernels::ActivationKind::Silu, host.data(), 1e-5f,
+                                   {host.data(), host.data(), 7, 8}, y, 0, nullptr);
+  });
+  // Those that apply the bias take it (M = 0: no-ops).
+  kc::skinny_linear_add<T>(host.data(), lw, y, 0, nullptr);
+  kc::skinny_linear_rms_gated<T>(kernels::ActivationKind::Silu, host.data(), 1e-5f, lw, y, 0,
+                                 nullptr);
+  kc::skinny_linear<T>(host.data(), lw.without_bias(), y, 0, nullptr);
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ TYPED_TEST_SUITE(FusedGemvCuda, HalfTypes);
 std::vector<float> cpu_linear(const std::vector<float>& x, const std::vector<float>& w, int M,
                               int N, int K) {
   std::vector<float> y(size_t(M) * N);
-  kr::linear(x.data(), w.data(), nullptr, y.data(), M, N, K);
+  kr::linear(x.data(), {w.data(), nullptr, N, K}, y.data(), M);
   return y;
 }
 
@@ -68,7 +68,7 @@ TYPED_TEST(FusedGemvCuda, RmsInputMatchesNormThenLinear) {
       Dev<T> dx(x.size()), dw(w.size()), dy(ref.size());
       dx.upload(x);
       dw.upload(w);
-      kc::skinny_linear_rms<T>(dx.p, kEps, dw.p, dy.p, M, N, K, nullptr);
+      kc::skinny_linear_rms<T>(dx.p, kEps, {dw.p, nullptr, N, K}, dy.p, M, nullptr);
       LMX_CUDA_OK(cudaDeviceSynchronize());
       EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << M << "x" << N << "x" << K;
     }
@@ -94,8 +94,8 @@ TYPED_TEST(FusedGemvCuda, RmsGatedMatchesNormLinearActivation) {
           dx.upload(x);
           dw.upload(w);
           db.upload(bias);
-          kc::skinny_linear_rms_gated<T>(kind, dx.p, kEps, dw.p, with_bias ? db.p : nullptr, dy.p,
-                                         M, inter, K, nullptr);
+          kc::skinny_linear_rms_gated<T>(
+              kind, dx.p, kEps, {dw.p, with_bias ? db.p : nullptr, 2 * inter, K}, dy.p, M, nullptr);
           LMX_CUDA_OK(cudaDeviceSynchronize());
           EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel)
               << "kind " << int(kind) << " bias " << with_bias << " " << M << "x" << inter << "x"
@@ -122,7 +122,7 @@ TYPED_TEST(FusedGemvCuda, AddUpdatesTheResidualInPlace) {
         dw.upload(w);
         db.upload(bias);
         dr.upload(residual);
-        kc::skinny_linear_add<T>(dx.p, dw.p, with_bias ? db.p : nullptr, dr.p, M, N, K, nullptr);
+        kc::skinny_linear_add<T>(dx.p, {dw.p, with_bias ? db.p : nullptr, N, K}, dr.p, M, nullptr);
         LMX_CUDA_OK(cudaDeviceSynchronize());
         EXPECT_LT(rel_l2(dr.download_f(), ref), Tol<T>::rel)
             << "bias " << with_bias << " " << M << "x" << N << "x" << K;
@@ -167,7 +167,7 @@ TYPED_TEST(FusedGemvCuda, FoldedNormWeightMatchesRmsNormThenLinear) {
     dw.upload(w);
     dg.upload(gamma);
     kc::scale_columns<T>(dw.p, dg.p, N, K, nullptr);
-    kc::skinny_linear_rms<T>(dx.p, kEps, dw.p, dy.p, M, N, K, nullptr);
+    kc::skinny_linear_rms<T>(dx.p, kEps, {dw.p, nullptr, N, K}, dy.p, M, nullptr);
     LMX_CUDA_OK(cudaDeviceSynchronize());
     EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << M;
   }
@@ -230,9 +230,9 @@ void run_rope_epilogue(kernels::KvDtype storage, double cache_tol) {
         dpos.upload(pos);
         dseq.upload(seq);
         dtab.upload(tables);
-        kc::skinny_linear_rms_rope_kv<T>(dx.p, kEps, dw.p, dqkv.p, N, with_bias ? db.p : nullptr,
-                                         dpos.p, dfreq.p, c.rotary_dim, c.heads, dk.p, dv.p,
-                                         dtab.p, dseq.p, M, K, L, nullptr);
+        kc::skinny_linear_rms_rope_kv<T>(dx.p, kEps, {dw.p, with_bias ? db.p : nullptr, N, K},
+                                         dqkv.p, dpos.p, dfreq.p, c.rotary_dim, c.heads, dk.p, dv.p,
+                                         dtab.p, dseq.p, M, L, nullptr);
         LMX_CUDA_OK(cudaDeviceSynchronize());
         const auto qkv_got = dqkv.download_f();
         std::vector<float> q_got;

@@ -10,6 +10,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
+#include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
 
@@ -64,20 +65,25 @@ TEST_P(Sizes, RmsNormAndLayerNorm) {
   EXPECT_LT(rel_error(out, ref), 1e-5);
 }
 
-TEST_P(Sizes, LinearWithBias) {
+// y = x W^T (+ b) through the kernels' view of a projection: with its bias, and without
+// (without_bias() of the same view: the bias must not be added).
+TEST_P(Sizes, LinearWithAndWithoutBias) {
   const auto [T, H] = GetParam();
   const int N = 37;
   const auto x = randn(size_t(T) * H, 4), w = randn(size_t(N) * H, 5), b = randn(N, 6);
-  std::vector<float> y(size_t(T) * N, NAN);
-  k::linear(x.data(), w.data(), b.data(), y.data(), T, N, H);
-  std::vector<double> ref(y.size());
-  for (int t = 0; t < T; ++t)
-    for (int n = 0; n < N; ++n) {
-      double s = b[n];
-      for (int c = 0; c < H; ++c) s += double(x[t * H + c]) * w[n * H + c];
-      ref[t * N + n] = s;
-    }
-  EXPECT_LT(rel_error(y, ref), 1e-5);
+  const kernels::LinearWeights<float> biased{w.data(), b.data(), N, H};
+  for (const bool with_bias : {true, false}) {
+    std::vector<float> y(size_t(T) * N, NAN);
+    k::linear(x.data(), with_bias ? biased : biased.without_bias(), y.data(), T);
+    std::vector<double> ref(y.size());
+    for (int t = 0; t < T; ++t)
+      for (int n = 0; n < N; ++n) {
+        double s = with_bias ? b[n] : 0.0;
+        for (int c = 0; c < H; ++c) s += double(x[t * H + c]) * w[n * H + c];
+        ref[t * N + n] = s;
+      }
+    EXPECT_LT(rel_error(y, ref), 1e-5) << "bias " << with_bias;
+  }
 }
 
 TEST_P(Sizes, GatedActivations) {

@@ -20,6 +20,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rope_kv.h"
 #include "kernels/sampling.h"
@@ -142,6 +143,10 @@ class CudaBackend final : public Backend {
   using T_ = T;
   using DeviceLayer = LayerWeights<DeviceBuffer<T>>;
   static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
+  // The kernels' view of a projection: weight [out, in] and bias [out] (or null), device, T.
+  static kernels::LinearWeights<T> view(const DeviceLinear<T>& L) {
+    return {L.weight.get(), ptr(L.bias), int(L.out), int(L.in)};
+  }
 
   static constexpr int kGraphContextMin = 512;
 
@@ -226,11 +231,11 @@ class CudaBackend final : public Backend {
   // y[M, out] = x[M, in] · W^T, without the bias (the layer program adds biases where it can
   // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise.
   void linear(const DeviceLinear<T>& L, const T* x, T* y, int M) {
-    const int N = int(L.out), K = int(L.in);
+    const kernels::LinearWeights<T> w = view(L).without_bias();
     if constexpr (kSkinnyGemv<T>) {
-      if (skinny(M, K)) return k::skinny_linear<T>(x, L.weight.get(), y, M, N, K, stream_);
+      if (skinny(M, w.in)) return k::skinny_linear<T>(x, w, y, M, stream_);
     }
-    k::linear<T>(gemm_, x, L.weight.get(), y, M, N, K, stream_);
+    k::linear<T>(gemm_, x, w, y, M, stream_);
   }
 
   // y = x · W^T + b, the bias as its own kernel.
@@ -366,22 +371,23 @@ class CudaBackend final : public Backend {
   // delta_ [n, hidden] = o_proj(attention(rope(qkv_proj(in)))) + bias, appending the K/V to layer
   // l's cache (fused decode: the qkv projection normalizes x_ itself and o_proj adds into x_).
   void attention_block(const DeviceLayer& L, int l, const Step& s, const T* in) {
-    const int n = s.n(), H = desc_.hidden_size, QKV = desc_.qkv_size();
+    const int n = s.n();
     if constexpr (kSkinnyGemv<T>) {
       if (s.fused_decode) {
         const float eps = desc_.norm_eps;
         if (rope_in_qkv_epilogue_) {  // rope + K/V write in the projection's epilogue
           mark("qkv_proj_rope_kv");
           with_kv_cache(l, [&](auto* kc, auto* vc) {
-            k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, L.qkv.weight.get(), qkv_.get(), QKV,
-                                            ptr(L.qkv.bias), s.d + s.m.pos, inv_freq_.get(),
-                                            desc_.rope.rotary_dim, desc_.num_heads, kc, vc,
-                                            s.d + s.m.tables, s.d + s.m.seq, n, H, layout_, stream_);
+            k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, view(L.qkv), qkv_.get(), s.d + s.m.pos,
+                                            inv_freq_.get(), desc_.rope.rotary_dim, desc_.num_heads,
+                                            kc, vc, s.d + s.m.tables, s.d + s.m.seq, n, layout_,
+                                            stream_);
           });
         } else {
           mark("qkv_proj");
-          k::skinny_linear_rms<T>(x_.get(), eps, L.qkv.weight.get(), qkv_.get(), n, QKV, H, stream_);
-          write_rope_kv(L, l, s);
+          k::skinny_linear_rms<T>(x_.get(), eps, view(L.qkv).without_bias(), qkv_.get(), n,
+                                  stream_);
+          write_rope_kv(L, l, s);  // with the qkv bias
         }
         mark("attention");
         attention(l, s);
@@ -404,8 +410,7 @@ class CudaBackend final : public Backend {
   void output_projection(const DeviceLinear<T>& L, const T* in, T* out, const Step& s) {
     if constexpr (kSkinnyGemv<T>) {
       if (s.residual_in_epilogue) {
-        k::skinny_linear_add<T>(in, L.weight.get(), ptr(L.bias), x_.get(), s.n(), int(L.out),
-                                int(L.in), stream_);
+        k::skinny_linear_add<T>(in, view(L), x_.get(), s.n(), stream_);
         return;
       }
     }
@@ -416,18 +421,17 @@ class CudaBackend final : public Backend {
   // out [n, hidden] = down(act(up(in))) + bias, gated or plain (fused decode: the gate/up
   // projection normalizes x_ itself and the down projection adds into x_).
   void mlp_block(const DeviceLayer& L, const Step& s, const T* in, T* out) {
-    const int n = s.n(), H = desc_.hidden_size, I = desc_.intermediate_size;
+    const int n = s.n(), I = desc_.intermediate_size;
     const bool gated = desc_.mlp == MlpKind::Gated;
     mark("gate_up_proj");
     if constexpr (kSkinnyGemv<T>) {
       if (s.fused_decode) {
         const float eps = desc_.norm_eps;
         if (gated) {
-          k::skinny_linear_rms_gated<T>(to_kernel(desc_.activation), x_.get(), eps,
-                                        L.up.weight.get(), ptr(L.up.bias), act_.get(), n, I, H,
-                                        stream_);
+          k::skinny_linear_rms_gated<T>(to_kernel(desc_.activation), x_.get(), eps, view(L.up),
+                                        act_.get(), n, stream_);
         } else {
-          k::skinny_linear_rms<T>(x_.get(), eps, L.up.weight.get(), up_.get(), n, I, H, stream_);
+          k::skinny_linear_rms<T>(x_.get(), eps, view(L.up).without_bias(), up_.get(), n, stream_);
           mark("activation");
           k::bias_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up.bias), act_.get(), n, I,
                          stream_);
@@ -455,7 +459,7 @@ class CudaBackend final : public Backend {
   // The logits of the rows that want them: final norm (adding the last block's output), the
   // rows gathered, project_out, LM head in fp32 (+ bias).
   void lm_head(const Step& s) {
-    const int n = s.n(), H = desc_.hidden_size, E = desc_.embed_dim, rows = s.m.logit_rows;
+    const int n = s.n(), H = desc_.hidden_size, rows = s.m.logit_rows;
     mark("final_norm");
     if (desc_.final_norm) {
       add_norm(x_.get(), pending_ ? delta_.get() : nullptr, w_.final_norm.weight,
@@ -472,16 +476,17 @@ class CudaBackend final : public Backend {
       linear(w_.project_out, gathered_.get(), head_in_.get(), rows);
       head_in = head_in_.get();
     }
-    const T* head = w_.head_weight().get();
+    // The weight may be the tied embedding; the bias is added to the fp32 logits below.
+    const kernels::LinearWeights<T> head{w_.head_weight().get(), nullptr, int(w_.lm_head.out),
+                                         int(w_.lm_head.in)};
     bool done = false;
     if constexpr (kSkinnyGemv<T>) {
-      if (skinny(rows, E)) {
-        k::skinny_linear_f32_out<T>(head_in, head, logits_.get(), rows, desc_.vocab_size, E, stream_);
+      if (skinny(rows, head.in)) {
+        k::skinny_linear_f32_out<T>(head_in, head, logits_.get(), rows, stream_);
         done = true;
       }
     }
-    if (!done)
-      k::linear_f32_out<T>(gemm_, head_in, head, logits_.get(), rows, desc_.vocab_size, E, stream_);
+    if (!done) k::linear_f32_out<T>(gemm_, head_in, head, logits_.get(), rows, stream_);
     if (!lm_head_bias_.empty())
       k::bias_add<float>(logits_.get(), lm_head_bias_.get(), nullptr, logits_.get(), rows,
                          desc_.vocab_size, stream_);
