@@ -47,6 +47,8 @@ class Backend {
   virtual std::string name() const = 0;
   // How the KV cache stores values: "fp8_e4m3", or the compute dtype ("fp32", "fp16", "bf16").
   virtual std::string kv_cache_dtype_name() const = 0;
+  // Ranks the model is split over (engine/parallel/rank_group.h); 1 when it runs whole.
+  virtual int tensor_parallel_degree() const { return 1; }
 
   // Runs the chunks, appending their K/V to the cache, and writes the logits of every chunk with
   // compute_logits, in chunk order: logits is resized to [count, vocab] fp32, host.

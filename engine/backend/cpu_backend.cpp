@@ -6,6 +6,8 @@
 #include "engine/backend/alibi.h"
 #include "engine/backend/rope.h"
 #include "engine/core/error.h"
+#include "engine/model/shard.h"
+#include "engine/parallel/communicator.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
@@ -32,20 +34,33 @@ kernels::LinearWeights<float> view(const CpuLinear& L) {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const LoadedModel& model, const KvCacheShape& kv) : desc_(model.desc), kv_(kv) {
+  // With a communicator the backend is one tensor-parallel rank: it holds and computes its slice
+  // (engine/model/shard.h) and meets the other ranks in an all-reduce after each row-parallel
+  // projection and an all-gather of the vocabulary-parallel logits.
+  CpuBackend(const LoadedModel& model, const KvCacheShape& kv, Communicator* comm)
+      : desc_(model.desc),
+        kv_(kv),
+        comm_(comm),
+        tp_{comm ? comm->rank() : 0, comm ? comm->size() : 1},
+        local_(rank_desc(desc_, tp_)) {
     if (model.random_seed)
       throw_error("{}: random-weight benchmark models run on the CUDA backend only",
                   model.dir.string());
     if (kv.block_size <= 0 || kv.num_blocks <= 0)
       throw_error("KV cache needs a positive block size and block count (got {} x {})",
                   kv.block_size, kv.num_blocks);
-    w_ = map_weights<Buffer>(model.weights, [](const WeightRef& ref, WeightKind) {
-      return ref.present() ? materialize_f32(ref) : Buffer{};
-    });
+    w_ = map_weights<Buffer>(shard_weights(model.weights, desc_, tp_),
+                             [](const WeightRef& ref, WeightKind) {
+                               return ref.present() ? materialize_f32(ref) : Buffer{};
+                             });
     if (desc_.positions == PositionKind::Rotary) inv_freq_ = rope_inv_freq(desc_.rope);
-    if (desc_.positions == PositionKind::Alibi) alibi_ = alibi_slopes(desc_.num_heads);
-    layout_ = {kv.block_size, desc_.num_kv_heads, desc_.head_dim, 0};
-    const size_t per_layer = size_t(kv.num_blocks) * kv.block_size * desc_.kv_size();
+    if (desc_.positions == PositionKind::Alibi) {  // this rank's heads' slopes
+      const auto slopes = alibi_slopes(desc_.num_heads);
+      alibi_.assign(slopes.begin() + tp_.rank * local_.num_heads,
+                    slopes.begin() + (tp_.rank + 1) * local_.num_heads);
+    }
+    layout_ = {kv.block_size, local_.num_kv_heads, desc_.head_dim, 0};
+    const size_t per_layer = size_t(kv.num_blocks) * kv.block_size * local_.kv_size();
     k_cache_.assign(size_t(desc_.num_layers), Buffer(per_layer));
     v_cache_.assign(size_t(desc_.num_layers), Buffer(per_layer));
   }
@@ -194,19 +209,26 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // A row-parallel projection (o, down): each rank's partial output, summed over the ranks.
+  void row_parallel(const CpuLinear& L, const float* x, float* y, int rows) {
+    linear(L, x, y, rows);
+    if (tp_.ranks > 1) comm_->all_reduce_sum(y, size_t(rows) * size_t(L.out));
+  }
+
   // out [T, hidden] = o_proj(attention(rope(qkv_proj(in)))), appending the K/V to layer l's cache.
+  // Under tensor parallelism the rank's heads (local_), o_proj summed over the ranks.
   void attention_block(const LayerWeights<Buffer>& L, int l, const float* in, float* out, int T) {
-    const int QKV = desc_.qkv_size(), Q = desc_.q_size();
+    const int QKV = local_.qkv_size(), Q = local_.q_size();
     qkv_.resize(size_t(T) * QKV);
     attn_.resize(size_t(T) * Q);
     linear(L.qkv, in, qkv_.data(), T);
     float* q = qkv_.data();
     float* kk = q + Q;
-    float* v = kk + desc_.kv_size();
+    float* v = kk + local_.kv_size();
     if (desc_.positions == PositionKind::Rotary) {
-      k::rotary(q, QKV, positions_.data(), inv_freq_.data(), T, desc_.num_heads, desc_.head_dim,
+      k::rotary(q, QKV, positions_.data(), inv_freq_.data(), T, local_.num_heads, desc_.head_dim,
                 desc_.rope.rotary_dim);
-      k::rotary(kk, QKV, positions_.data(), inv_freq_.data(), T, desc_.num_kv_heads,
+      k::rotary(kk, QKV, positions_.data(), inv_freq_.data(), T, local_.num_kv_heads,
                 desc_.head_dim, desc_.rope.rotary_dim);
     }
     float* kc = k_cache_[size_t(l)].data();
@@ -214,23 +236,24 @@ class CpuBackend final : public Backend {
     k::write_kv(kk, v, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(), T,
                 layout_, kv_.dtype);
     k::paged_attention(q, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(),
-                       attn_.data(), T, desc_.num_heads, desc_.attention_scale(),
+                       attn_.data(), T, local_.num_heads, desc_.attention_scale(),
                        alibi_.empty() ? nullptr : alibi_.data(), desc_.sliding_window[size_t(l)],
                        layout_);
-    linear(L.o, attn_.data(), out, T);
+    row_parallel(L.o, attn_.data(), out, T);
   }
 
-  // out [T, hidden] = down(act(up(in))), gated or plain.
+  // out [T, hidden] = down(act(up(in))), gated or plain (the rank's slice of the intermediate
+  // rows, down summed over the ranks).
   void mlp_block(const LayerWeights<Buffer>& L, const float* in, float* out, int T) {
-    const int I = desc_.intermediate_size;
-    up_.resize(size_t(T) * desc_.up_rows());
+    const int I = local_.intermediate_size;
+    up_.resize(size_t(T) * local_.up_rows());
     act_.resize(size_t(T) * I);
     linear(L.up, in, up_.data(), T);
     if (desc_.mlp == MlpKind::Gated)
       k::gated_act(to_kernel(desc_.activation), up_.data(), act_.data(), T, I);
     else
       k::act(to_kernel(desc_.activation), up_.data(), act_.data(), T, I);
-    linear(L.down, act_.data(), out, T);
+    row_parallel(L.down, act_.data(), out, T);
   }
 
   // Logits of the rows that want them: final norm, project_out, LM head (+ bias).
@@ -247,12 +270,30 @@ class CpuBackend final : public Backend {
       linear(w_.project_out, h_.data(), delta_.data(), rows);
       head_in = delta_.data();
     }
-    logits.resize(size_t(rows) * desc_.vocab_size);
-    k::linear(head_in, head_view(), logits.data(), rows);
+    const size_t V = size_t(desc_.vocab_size), per = size_t(w_.lm_head.out);
+    if (tp_.ranks == 1) {
+      logits.resize(size_t(rows) * V);
+      k::linear(head_in, head_view(), logits.data(), rows);
+      return;
+    }
+    // Vocabulary-parallel head: this rank's [rows, per] logits, gathered as [ranks][rows, per],
+    // then laid out [rows, vocab] (the padding rows past the vocabulary dropped).
+    local_logits_.resize(size_t(rows) * per);
+    k::linear(head_in, head_view(), local_logits_.data(), rows);
+    gathered_.resize(size_t(tp_.ranks) * local_logits_.size());
+    comm_->all_gather(local_logits_.data(), gathered_.data(), local_logits_.size());
+    logits.resize(size_t(rows) * V);
+    for (int r = 0; r < rows; ++r)
+      for (size_t v = 0; v < V; ++v)
+        logits[size_t(r) * V + v] = gathered_[(v / per) * local_logits_.size() + size_t(r) * per + v % per];
   }
 
-  DecoderDesc desc_;
+  DecoderDesc desc_;  // the model's (what desc() reports)
   KvCacheShape kv_;
+  Communicator* comm_;     // null: the whole model on one rank
+  TensorParallelRank tp_;
+  DecoderDesc local_;      // this rank's heads and intermediate slice (engine/model/shard.h)
+  Buffer local_logits_, gathered_;  // tensor parallelism: this rank's and every rank's logits
   kernels::PagedKvLayout layout_{};
 
   ModelWeights<Buffer> w_;   // fp32, canonical layouts (engine/model/model_weights.h)
@@ -269,7 +310,12 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv) {
-  return std::make_unique<CpuBackend>(model, kv);
+  return std::make_unique<CpuBackend>(model, kv, nullptr);
+}
+
+std::unique_ptr<Backend> make_cpu_rank_backend(const LoadedModel& model, const KvCacheShape& kv,
+                                               Communicator& comm) {
+  return std::make_unique<CpuBackend>(model, kv, &comm);
 }
 
 CpuKvView cpu_kv_cache(const Backend& backend, int layer) {

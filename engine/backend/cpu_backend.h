@@ -12,6 +12,20 @@ namespace lmx {
 
 std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv);
 
+// One rank of a tensor-parallel group: the rank's slices of the model (engine/model/shard.h),
+// meeting the other ranks through `comm` in every forward (all ranks run the same forwards).
+class Communicator;
+std::unique_ptr<Backend> make_cpu_rank_backend(const LoadedModel& model, const KvCacheShape& kv,
+                                               Communicator& comm);
+
+// The model split over `tensor_parallel_degree` CPU ranks run as threads of this process over an
+// in-process communicator: the reference that tests every family's sharding without a GPU. One
+// Backend to its caller: each forward runs on every rank, rank 0's logits are returned (every
+// rank's are the same). Degree 1 is make_cpu_backend. A degree that does not split the model is
+// an lmx::Error naming the numbers.
+std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv,
+                                          int tensor_parallel_degree);
+
 // Tests: layer `layer`'s K and V cache of a backend made by make_cpu_backend, fp32
 // [num_blocks, block_size, kv_heads, head_dim] (with KvCacheShape::dtype fp8_e4m3 every stored
 // value is E4M3-representable). Throws lmx::Error for another backend or a bad layer.

@@ -22,12 +22,20 @@ std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardSpec& spec, int
     throw_error("internal: shard groups do not add up to {}", extent);
   std::vector<std::pair<int64_t, int64_t>> out;
   int64_t start = 0;
-  for (int64_t rows : groups) {
-    if (rows % spec.unit != 0 || (rows / spec.unit) % ranks != 0)
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int64_t rows = groups[g], units = rows / spec.unit;
+    const bool replicate = g < spec.replicable.size() && spec.replicable[g] && units < ranks &&
+                           units > 0 && ranks % units == 0;
+    if (rows % spec.unit != 0 || (!replicate && units % ranks != 0))
       throw_error("{} rows ({} units of {}) do not split evenly over {} tensor-parallel ranks",
-                  rows, rows / spec.unit, spec.unit, ranks);
-    const int64_t per = rows / ranks;
-    out.emplace_back(start + per * rank, start + per * (rank + 1));
+                  rows, units, spec.unit, ranks);
+    if (replicate) {
+      const int64_t unit = rank / (ranks / units);
+      out.emplace_back(start + unit * spec.unit, start + (unit + 1) * spec.unit);
+    } else {
+      const int64_t per = rows / ranks;
+      out.emplace_back(start + per * rank, start + per * (rank + 1));
+    }
     start += rows;
   }
   return out;

@@ -14,16 +14,22 @@
 namespace lmx {
 
 // One logical weight: the row-wise concatenation of checkpoint tensors, optionally with its rows
-// reordered. Canonical layout is nn.Linear's [out, in] (or [n] for vectors); parts stored as
-// [in, out] are `transposed`.
+// reordered or a tensor-parallel rank's slice selected. Canonical layout is nn.Linear's [out, in]
+// (or [n] for vectors); parts stored as [in, out] are `transposed`. Materializing reads only the
+// rows (and columns) selected, straight from the checkpoint's memory map.
 struct WeightRef {
   std::string name;  // first part's name, for messages
   std::vector<const TensorView*> parts;
   bool transposed = false;
-  // Empty: rows as concatenated. Otherwise canonical row i is concatenated row row_order[i]
-  // (fused q/k/v stored per head, GPT-J's interleaved rotary pairs).
+  // Empty: rows as concatenated. Otherwise row i is concatenated row row_order[i], or zeros where
+  // that is kZeroRow (fused q/k/v stored per head, GPT-J's interleaved rotary pairs, a rank's rows
+  // of a column-parallel weight, the padding of a vocabulary-parallel head).
   std::vector<int64_t> row_order;
-  std::vector<int64_t> shape;  // canonical shape of the whole
+  static constexpr int64_t kZeroRow = -1;
+  // Empty: every column. Otherwise the [begin, end) ranges of stored columns kept, in order (a
+  // rank's columns of a row-parallel weight).
+  std::vector<std::pair<int64_t, int64_t>> col_ranges;
+  std::vector<int64_t> shape;  // shape as materialized (after row_order and col_ranges)
 
   bool present() const { return !shape.empty(); }  // false: the model has no such weight
   bool empty() const { return !present(); }
@@ -44,12 +50,27 @@ struct ShardSpec {
   // for gate and up), so a rank gets matching q heads, k/v heads, gate rows and up rows.
   std::vector<int64_t> groups;  // rows per group; one group when not fused
   int64_t unit = 1;
+  // Groups that may be replicated instead of split when they have fewer units than there are
+  // ranks and the ranks are a multiple of them: k and v of GQA / MQA models at a degree above the
+  // KV head count (rank r gets unit r / (ranks / units)). Empty: none.
+  std::vector<bool> replicable;
+
+  static ShardSpec replicated() { return {}; }
+  static ShardSpec column(std::vector<int64_t> groups, int64_t unit = 1,
+                          std::vector<bool> replicable = {}) {
+    return {ShardKind::Column, std::move(groups), unit, std::move(replicable)};
+  }
+  static ShardSpec row(std::vector<int64_t> groups, int64_t unit = 1) {
+    return {ShardKind::Row, std::move(groups), unit, {}};
+  }
+  static ShardSpec vocab(int64_t rows) { return {ShardKind::Vocab, {rows}, 1, {}}; }
 };
 
 // Rank `rank` of `ranks`: the [begin, end) ranges of the canonical dimension the spec splits
 // (output rows for Column and Vocab, input columns for Row; the whole for Replicated), in order.
 // `extent` is that dimension's size. Throws lmx::Error naming the numbers when a group does not
-// split into whole units (Vocab pads: the last ranks may get fewer rows, even none).
+// split into whole units (Vocab pads: every rank gets ceil(extent / ranks) rows, the last ones
+// fewer real ones, even none; `shard_rows` says how many a rank holds).
 std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardSpec& spec, int64_t extent,
                                                       int rank, int ranks);
 

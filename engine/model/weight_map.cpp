@@ -1,5 +1,6 @@
 #include "engine/model/weight_map.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -149,7 +150,7 @@ ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const T
         r.matrix({names.position_embed}, {d.max_position_embeddings + d.position_offset}, H, false);
   if (d.embedding_norm)
     w.embed_norm = r.norm(names.embed_norm_weight, names.embed_norm_bias, H, layer_norm);
-  const ShardSpec replicated{ShardKind::Replicated, {}, 1};
+  const ShardSpec replicated = ShardSpec::replicated();
   if (d.projects_embeddings()) {
     w.project_in = r.linear({names.project_in}, {}, {H}, E, false, replicated, false);
     w.project_out = r.linear({names.project_out}, {}, {E}, H, false, replicated, false);
@@ -159,7 +160,7 @@ ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const T
   // Tied when one tensor serves both; a checkpoint that stores both keeps them apart (transformers
   // does not tie them either when they differ).
   w.lm_head_tied = d.tie_word_embeddings && (!r.has(names.lm_head) || !r.has(names.embed));
-  const ShardSpec vocab{ShardKind::Vocab, {V}, 1};
+  const ShardSpec vocab = ShardSpec::vocab(V);
   if (w.lm_head_tied) {  // the embedding serves as the weight; only its shape and bias here
     w.lm_head.out = V;
     w.lm_head.in = E;
@@ -180,17 +181,17 @@ ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const T
     if (d.has_mlp_norm())
       L.mlp_norm = r.norm(name(names.mlp_norm_weight), name(names.mlp_norm_bias), H, layer_norm);
     L.qkv = r.linear(for_layer(names.qkv_weight, l), for_layer(names.qkv_bias, l), qkv_split, H,
-                     d.qkv_bias, {ShardKind::Column, qkv_split, D});
+                     d.qkv_bias, ShardSpec::column(qkv_split, D, {false, true, true}));
     if (ckpt) {
       L.qkv.weight.row_order = qkv_order;
       if (L.qkv.has_bias()) L.qkv.bias.row_order = qkv_order;
     }
     L.o = r.linear({name(names.o_weight)}, {name(names.o_bias)}, {H}, Q, d.o_bias,
-                   {ShardKind::Row, {Q}, D});
+                   ShardSpec::row({Q}, D));
     L.up = r.linear(for_layer(names.up_weight, l), for_layer(names.up_bias, l), up_split, H,
-                    d.mlp_bias, {ShardKind::Column, up_split, 1});
+                    d.mlp_bias, ShardSpec::column(up_split));
     L.down = r.linear({name(names.down_weight)}, {name(names.down_bias)}, {H}, I, d.mlp_bias,
-                      {ShardKind::Row, {I}, 1});
+                      ShardSpec::row({I}));
     w.layers.push_back(std::move(L));
   }
   return w;
@@ -212,27 +213,50 @@ ModelWeightRefs resolve_weights(const Checkpoint& ckpt, const DecoderDesc& d,
 ModelWeightRefs describe_weights(const DecoderDesc& d) { return build_refs(nullptr, d, {}); }
 
 void materialize_f32(const WeightRef& ref, float* dst) {
-  const int64_t cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
-  std::vector<float> stored;  // concatenated rows, before row_order
-  float* out = ref.row_order.empty() ? dst : (stored.resize(size_t(ref.numel())), stored.data());
-  int64_t row_offset = 0;
-  std::vector<float> scratch;
+  const int64_t rows = ref.shape[0], cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
+  // Where each part's rows start in the concatenation, and the stored row length.
+  std::vector<std::pair<int64_t, int64_t>> col_ranges = ref.col_ranges;
+  std::vector<int64_t> part_start;
+  int64_t total_rows = 0, full_cols = 0;
   for (const TensorView* part : ref.parts) {
-    const int64_t n = part->numel();
-    const int64_t rows = n / cols;
-    if (!ref.transposed) {
-      convert_to_f32(part->dtype, part->data.data(), size_t(n), out + row_offset * cols);
-    } else {  // part stored [cols, rows]
-      scratch.resize(size_t(n));
-      convert_to_f32(part->dtype, part->data.data(), size_t(n), scratch.data());
-      for (int64_t c = 0; c < cols; ++c)
-        for (int64_t r = 0; r < rows; ++r)
-          out[(row_offset + r) * cols + c] = scratch[size_t(c * rows + r)];
-    }
-    row_offset += rows;
+    part_start.push_back(total_rows);
+    const int64_t part_cols = part->shape.size() == 2 ? part->shape[ref.transposed ? 0 : 1] : 1;
+    full_cols = part_cols;
+    total_rows += part->numel() / part_cols;
   }
-  for (size_t i = 0; i < ref.row_order.size(); ++i)
-    std::copy_n(stored.begin() + ref.row_order[i] * cols, cols, dst + int64_t(i) * cols);
+  if (col_ranges.empty()) col_ranges = {{0, full_cols}};
+  // Transposed parts (GPT-2's Conv1D, [cols, rows]) are converted whole, one part at a time.
+  std::vector<float> transposed_part;
+  int transposed_index = -1;
+  for (int64_t i = 0; i < rows; ++i) {
+    float* out = dst + i * cols;
+    const int64_t stored = ref.row_order.empty() ? i : ref.row_order[size_t(i)];
+    if (stored == WeightRef::kZeroRow) {
+      std::fill_n(out, cols, 0.0f);
+      continue;
+    }
+    const size_t p = size_t(std::upper_bound(part_start.begin(), part_start.end(), stored) -
+                            part_start.begin() - 1);
+    const TensorView& part = *ref.parts[p];
+    const int64_t r = stored - part_start[p];
+    if (!ref.transposed) {
+      const size_t elem = dtype_size(part.dtype);
+      for (auto [b, e] : col_ranges) {
+        convert_to_f32(part.dtype, part.data.data() + size_t(r * full_cols + b) * elem,
+                       size_t(e - b), out);
+        out += e - b;
+      }
+    } else {
+      const int64_t part_rows = part.shape[1];
+      if (transposed_index != int(p)) {
+        transposed_part.resize(size_t(part.numel()));
+        convert_to_f32(part.dtype, part.data.data(), size_t(part.numel()), transposed_part.data());
+        transposed_index = int(p);
+      }
+      for (auto [b, e] : col_ranges)
+        for (int64_t c = b; c < e; ++c) *out++ = transposed_part[size_t(c * part_rows + r)];
+    }
+  }
 }
 
 std::vector<float> materialize_f32(const WeightRef& ref) {

@@ -18,7 +18,9 @@
 
 #include "engine/backend/cpu_backend.h"
 #include "engine/generate/generator.h"
+#include "engine/core/error.h"
 #include "engine/model/model.h"
+#include "engine/model/shard.h"
 #include "tests/support/parity_fixtures.h"
 
 namespace lmx {
@@ -44,9 +46,24 @@ std::vector<GenerationRequest> greedy_requests(const json& cases, bool with_logi
   return requests;
 }
 
-std::unique_ptr<Backend> backend_for(const LoadedModel& m, int sequences, int tokens_each) {
+std::unique_ptr<Backend> backend_for(const LoadedModel& m, int sequences, int tokens_each,
+                                     int tensor_parallel_degree = 1) {
   const int block = 16;
-  return make_cpu_backend(m, {block, sequences * ((tokens_each + block - 1) / block)});
+  return make_cpu_backend(m, {block, sequences * ((tokens_each + block - 1) / block)},
+                          tensor_parallel_degree);
+}
+
+// Tensor-parallel degrees that split the model (heads, KV heads or their replication, MLP).
+std::vector<int> splitting_degrees(const DecoderDesc& d) {
+  std::vector<int> degrees;
+  for (int n : {2, 3, 4}) {
+    try {
+      rank_desc(d, {0, n});
+      degrees.push_back(n);
+    } catch (const Error&) {
+    }
+  }
+  return degrees;
 }
 
 class HfParity : public ::testing::TestWithParam<std::string> {};
@@ -65,6 +82,31 @@ TEST_P(HfParity, GreedyTokensAndLogitsAlone) {
     EXPECT_EQ(r.tokens, c["greedy_ids"].get<std::vector<int32_t>>());
 
     testing::expect_case_logits_near(r, c, 1e-4);
+  }
+}
+
+// The CPU reference split over 2, 3 or 4 ranks (threads over the in-process communicator; KV
+// heads replicated past their count, the vocabulary padded where it does not divide): the same
+// greedy ids and, within the same 1e-4 of HF, the same logits at the prompt and decode steps.
+TEST_P(HfParity, TensorParallelRanksMatchTransformers) {
+  const auto f = open_parity_fixture(GetParam());
+  const LoadedModel model = load_model(f.model_dir);
+  const auto degrees = splitting_degrees(model.desc);
+  ASSERT_FALSE(degrees.empty()) << "no degree in 2..4 splits " << GetParam();
+  const auto requests = greedy_requests(f.expected["cases"], true);
+  for (int degree : degrees) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const json& c = f.expected["cases"][i];
+      SCOPED_TRACE("degree " + std::to_string(degree) + ", prompt length " +
+                   std::to_string(requests[i].prompt.size()));
+      auto backend = backend_for(model, 1,
+                                 int(requests[i].prompt.size()) + requests[i].params.max_new_tokens,
+                                 degree);
+      Generator gen(*backend);
+      const GenerationResult r = gen.generate(std::span(&requests[i], 1)).front();
+      EXPECT_EQ(r.tokens, c["greedy_ids"].get<std::vector<int32_t>>());
+      testing::expect_case_logits_near(r, c, 1e-4);
+    }
   }
 }
 
@@ -92,6 +134,26 @@ TEST(HfParityCoverage, EveryArchitectureHasFixtures) {
   for (const auto& name : parity_fixture_names()) archs.insert(open_parity_fixture(name).expected["architecture"]);
   for (const std::string& a : supported_architectures())
     EXPECT_TRUE(archs.count(a)) << "no parity fixture for " << a << " in " << testing::parity_dir();
+}
+
+// The tensor-parallel test above covers the splits that need care: some fixture runs at a degree
+// above its KV head count (KV heads replicated) and at one that does not divide its vocabulary
+// (the padded LM head shard), for every family at least one degree.
+TEST(HfParityCoverage, TensorParallelSplitsThatNeedCare) {
+  bool replicated_kv = false, padded_vocab = false;
+  std::set<std::string> split_archs;
+  for (const auto& name : parity_fixture_names()) {
+    const LoadedModel model = load_model(open_parity_fixture(name).model_dir);
+    for (int degree : splitting_degrees(model.desc)) {
+      split_archs.insert(model.desc.architecture);
+      replicated_kv |= degree > model.desc.num_kv_heads;
+      padded_vocab |= model.desc.vocab_size % degree != 0;
+    }
+  }
+  EXPECT_TRUE(replicated_kv) << "no fixture has fewer KV heads than a degree that splits it";
+  EXPECT_TRUE(padded_vocab) << "no fixture has a vocabulary that a splitting degree does not divide";
+  for (const std::string& a : supported_architectures())
+    EXPECT_TRUE(split_archs.count(a)) << "no fixture of " << a << " splits over 2..4 ranks";
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include "engine/core/error.h"
 #include "engine/model/architecture.h"
 #include "engine/model/known_shapes.h"
+#include "engine/backend/cpu_backend.h"
 #include "engine/model/model.h"
+#include "engine/model/shard.h"
 #include "tests/support/checkpoint_writer.h"
 
 namespace lmx {
@@ -159,14 +161,57 @@ TEST(Alibi, SlopesMatchBloomFormula) {
 }
 
 TEST(ShardSpec, ColumnGroupsSplitOnHeadBoundaries) {
-  const ShardSpec qkv{ShardKind::Column, {32, 16, 16}, 8};  // 4 q heads, 2 kv heads of 8
+  const ShardSpec qkv = ShardSpec::column({32, 16, 16}, 8, {false, true, true});  // 4 q, 2 kv heads of 8
   const auto r1 = shard_ranges(qkv, 64, 1, 2);
   EXPECT_EQ(r1, (std::vector<std::pair<int64_t, int64_t>>{{16, 32}, {40, 48}, {56, 64}}));
-  EXPECT_THROW(shard_ranges(qkv, 64, 0, 4), Error);  // 2 kv heads over 4 ranks
-  const ShardSpec vocab{ShardKind::Vocab, {10}, 1};
+  // 2 kv heads over 4 ranks: each kv head replicated on 2 ranks, q split.
+  EXPECT_EQ(shard_ranges(qkv, 64, 3, 4),
+            (std::vector<std::pair<int64_t, int64_t>>{{24, 32}, {40, 48}, {56, 64}}));
+  EXPECT_THROW(shard_ranges(qkv, 64, 0, 3), Error);  // 4 q heads over 3 ranks
+  const ShardSpec q_only = ShardSpec::column({32, 16, 16}, 8);  // nothing may replicate
+  EXPECT_THROW(shard_ranges(q_only, 64, 0, 4), Error);
+  const ShardSpec vocab = ShardSpec::vocab(10);
   EXPECT_EQ(shard_ranges(vocab, 10, 3, 4), (std::vector<std::pair<int64_t, int64_t>>{{9, 10}}));
-  const ShardSpec rep{ShardKind::Replicated, {}, 1};
+  const ShardSpec rep = ShardSpec::replicated();
   EXPECT_EQ(shard_ranges(rep, 10, 1, 2), (std::vector<std::pair<int64_t, int64_t>>{{0, 10}}));
+}
+
+// Tensor-parallel degrees that do not split a model are errors naming the numbers.
+TEST(TensorParallelDegree, BadDegreesNameTheNumbers) {
+  DecoderDesc d;
+  d.num_heads = 12;
+  d.num_kv_heads = 3;
+  d.intermediate_size = 96;
+  const auto error = [&](int degree) {
+    try {
+      rank_desc(d, {0, degree});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error(5), HasSubstr("12 attention heads do not split over tensor_parallel_degree 5"));
+  EXPECT_THAT(error(2), HasSubstr("3 key/value heads do not split over tensor_parallel_degree 2"));
+  EXPECT_EQ(error(3), "no error");
+  d.intermediate_size = 102;
+  EXPECT_THAT(error(4), HasSubstr("3 key/value heads"));
+  d.num_kv_heads = 12;
+  EXPECT_THAT(error(4), HasSubstr("intermediate size 102 does not split over tensor_parallel_degree 4"));
+  d.num_kv_heads = 1;  // MQA: the one KV head replicated on every rank
+  d.intermediate_size = 96;
+  const DecoderDesc r = rank_desc(d, {3, 4});
+  EXPECT_EQ(r.num_heads, 3);
+  EXPECT_EQ(r.num_kv_heads, 1);
+  EXPECT_EQ(r.intermediate_size, 24);
+
+  const LoadedModel m = load_model(std::string(LMX_FIXTURES_DIR) + "/parity/llama_mha_tied");
+  EXPECT_THROW(make_cpu_backend(m, {16, 8}, 0), Error);
+  try {
+    make_cpu_backend(m, {16, 8}, 3);
+    ADD_FAILURE() << "degree 3 split 4 heads";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("4 attention heads do not split over tensor_parallel_degree 3"));
+  }
 }
 
 // Loading reorders NeoX's per-head fused q/k/v ([heads, 3, head_dim] rows) into q | k | v, and

@@ -1,0 +1,112 @@
+#include "engine/model/shard.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+
+namespace lmx {
+namespace {
+
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+
+int64_t total(const Ranges& ranges) {
+  int64_t n = 0;
+  for (auto [b, e] : ranges) n += e - b;
+  return n;
+}
+
+// Rows `ranges` of `ref` (through its own row order), then zero rows up to `rows` in all.
+WeightRef select_rows(const WeightRef& ref, const Ranges& ranges, int64_t rows) {
+  if (!ref.present()) return ref;
+  WeightRef s = ref;
+  s.row_order.clear();
+  for (auto [b, e] : ranges)
+    for (int64_t r = b; r < e; ++r)
+      s.row_order.push_back(ref.row_order.empty() ? r : ref.row_order[size_t(r)]);
+  s.row_order.resize(size_t(rows), WeightRef::kZeroRow);
+  s.shape[0] = rows;
+  return s;
+}
+
+WeightRef select_cols(const WeightRef& ref, const Ranges& ranges) {
+  if (!ref.present()) return ref;
+  if (!ref.col_ranges.empty()) throw_error("internal: '{}' is sliced twice", ref.name);
+  WeightRef s = ref;
+  s.col_ranges = ranges;
+  s.shape[1] = total(ranges);
+  return s;
+}
+
+LinearRef column_parallel(const LinearRef& l, TensorParallelRank tp) {
+  const Ranges ranges = shard_ranges(l.shard, l.out, tp.rank, tp.ranks);
+  LinearRef s = l;
+  s.out = total(ranges);
+  s.weight = select_rows(l.weight, ranges, s.out);
+  s.bias = select_rows(l.bias, ranges, s.out);
+  return s;
+}
+
+// The bias stays on rank 0 only: the all-reduce of the partial outputs adds it once.
+LinearRef row_parallel(const LinearRef& l, TensorParallelRank tp) {
+  const Ranges ranges = shard_ranges(l.shard, l.in, tp.rank, tp.ranks);
+  LinearRef s = l;
+  s.in = total(ranges);
+  s.weight = select_cols(l.weight, ranges);
+  if (tp.rank != 0) s.bias = WeightRef{};
+  return s;
+}
+
+// The LM head's vocabulary rows of the rank, zero rows past the vocabulary; `weight` is the
+// head's own or the tied embedding.
+LinearRef vocab_parallel(const LinearRef& head, const WeightRef& weight, TensorParallelRank tp) {
+  const int64_t per = vocab_rows_per_rank(int(head.out), tp.ranks);
+  const Ranges ranges = shard_ranges(head.shard, head.out, tp.rank, tp.ranks);
+  LinearRef s = head;
+  s.out = per;
+  s.weight = select_rows(weight, ranges, per);
+  s.bias = select_rows(head.bias, ranges, per);
+  return s;
+}
+
+}  // namespace
+
+int vocab_rows_per_rank(int vocab, int ranks) { return (vocab + ranks - 1) / ranks; }
+
+DecoderDesc rank_desc(const DecoderDesc& d, TensorParallelRank tp) {
+  const int n = tp.ranks;
+  if (n < 1 || tp.rank < 0 || tp.rank >= n)
+    throw_error("rank {} of {} is not a valid tensor-parallel rank", tp.rank, n);
+  if (d.num_heads % n != 0)
+    throw_error("{} attention heads do not split over tensor_parallel_degree {}", d.num_heads, n);
+  if (d.num_kv_heads % n != 0 && n % d.num_kv_heads != 0)
+    throw_error(
+        "{} key/value heads do not split over tensor_parallel_degree {} (and {} is not a "
+        "multiple of them to replicate them)",
+        d.num_kv_heads, n, n);
+  if (d.intermediate_size % n != 0)
+    throw_error("intermediate size {} does not split over tensor_parallel_degree {}",
+                d.intermediate_size, n);
+  DecoderDesc r = d;
+  r.num_heads = d.num_heads / n;
+  r.num_kv_heads = std::max(1, d.num_kv_heads / n);
+  r.intermediate_size = d.intermediate_size / n;
+  return r;
+}
+
+ModelWeightRefs shard_weights(const ModelWeightRefs& w, const DecoderDesc& d,
+                              TensorParallelRank tp) {
+  rank_desc(d, tp);  // the degree's checks, with their messages
+  if (tp.ranks == 1) return w;
+  ModelWeightRefs s = w;  // embedding, positions, norms and OPT's projections: whole
+  for (LayerWeightRefs& l : s.layers) {
+    l.qkv = column_parallel(l.qkv, tp);
+    l.o = row_parallel(l.o, tp);
+    l.up = column_parallel(l.up, tp);
+    l.down = row_parallel(l.down, tp);
+  }
+  s.lm_head = vocab_parallel(w.lm_head, w.lm_head_tied ? w.embed : w.lm_head.weight, tp);
+  s.lm_head_tied = false;
+  return s;
+}
+
+}  // namespace lmx

@@ -1,0 +1,144 @@
+#include "engine/parallel/rank_group.h"
+
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/core/error.h"
+#include "engine/parallel/rank_step.h"
+
+namespace lmx {
+namespace {
+
+// Builds a rank's backend and agrees with the other ranks that all of them built theirs. Returns
+// null (with `error` set when this rank was the one that failed) when some rank failed.
+std::unique_ptr<Backend> build_rank(Communicator& comm, const MakeRank& make_rank,
+                                    std::exception_ptr& error) {
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_rank(comm);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!all_ranks_ok(comm, backend != nullptr)) return nullptr;
+  return backend;
+}
+
+// The non-leader's loop. A step that throws throws on the leader too (every rank runs the same
+// checks on the same step before its first collective), so the rank goes on with the next one.
+void run_steps(Communicator& comm, Backend& backend) {
+  std::vector<float> logits;  // the same as the leader's; dropped
+  while (std::optional<RankStep> step = receive_step(comm)) {
+    try {
+      backend.forward(step->chunks, logits);
+    } catch (const std::exception& e) {
+      spdlog::debug("tensor-parallel rank {}: step failed as on the leader: {}", comm.rank(),
+                    e.what());
+    }
+  }
+}
+
+class RankGroup final : public Backend {
+ public:
+  // `comm` is rank 0's. `followers` (thread groups) are joined after the stop message.
+  RankGroup(std::unique_ptr<Backend> leader, Communicator& comm,
+            std::vector<std::unique_ptr<Communicator>> owned_comms,
+            std::vector<std::thread> followers, std::unique_ptr<Communicator> owned_comm)
+      : leader_(std::move(leader)),
+        comm_(comm),
+        owned_comms_(std::move(owned_comms)),
+        owned_comm_(std::move(owned_comm)),
+        followers_(std::move(followers)) {}
+
+  ~RankGroup() override {
+    try {
+      send_stop(comm_);
+    } catch (const std::exception& e) {
+      spdlog::error("tensor-parallel group: could not stop the other ranks: {}", e.what());
+    }
+    for (std::thread& t : followers_) t.join();
+  }
+
+  const DecoderDesc& desc() const override { return leader_->desc(); }
+  const KvCacheShape& kv_shape() const override { return leader_->kv_shape(); }
+  std::string name() const override { return leader_->name(); }
+  std::string kv_cache_dtype_name() const override { return leader_->kv_cache_dtype_name(); }
+  int tensor_parallel_degree() const override { return comm_.size(); }
+
+  void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
+    send_step(comm_, chunks);
+    leader_->forward(chunks, logits);
+  }
+
+  // The other ranks run forward(): a rank's forward and forward_sample make the same collectives.
+  void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
+                      std::span<SampledToken> out, std::vector<float>* logits) override {
+    send_step(comm_, chunks);
+    leader_->forward_sample(chunks, rows, out, logits);
+  }
+
+  nlohmann::json take_profile() override { return leader_->take_profile(); }
+
+ private:
+  std::unique_ptr<Backend> leader_;
+  Communicator& comm_;
+  std::vector<std::unique_ptr<Communicator>> owned_comms_;  // thread group: every rank's
+  std::unique_ptr<Communicator> owned_comm_;                // MPI: this process's
+  std::vector<std::thread> followers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_thread_group(int degree, const MakeRank& make_rank) {
+  if (degree < 1) throw_error("tensor_parallel_degree must be at least 1, got {}", degree);
+  auto comms = make_local_communicators(degree);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(degree));
+  std::vector<std::thread> followers;
+  for (int r = 1; r < degree; ++r) {
+    // make_rank and errors are used only before the ranks agree that all of them built, which
+    // the leader waits for below.
+    followers.emplace_back([comm = comms[size_t(r)].get(), error = &errors[size_t(r)], &make_rank] {
+      std::unique_ptr<Backend> backend = build_rank(*comm, make_rank, *error);
+      if (backend) run_steps(*comm, *backend);
+    });
+  }
+  std::unique_ptr<Backend> leader = build_rank(*comms[0], make_rank, errors[0]);
+  if (!leader) {
+    for (std::thread& t : followers) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    throw_error("a tensor-parallel rank failed to build its part of the model");
+  }
+  Communicator& comm0 = *comms[0];
+  return std::make_unique<RankGroup>(std::move(leader), comm0, std::move(comms),
+                                     std::move(followers), nullptr);
+}
+
+std::unique_ptr<Backend> lead_group(std::unique_ptr<Communicator> comm, const MakeRank& make_rank) {
+  if (comm->rank() != 0) throw_error("internal: lead_group on rank {}", comm->rank());
+  std::exception_ptr error;
+  std::unique_ptr<Backend> leader = build_rank(*comm, make_rank, error);
+  if (error) std::rethrow_exception(error);
+  if (!leader)
+    throw_error(
+        "another tensor-parallel rank (process) failed to build its part of the model; "
+        "its log says why");
+  Communicator& c = *comm;
+  return std::make_unique<RankGroup>(std::move(leader), c,
+                                     std::vector<std::unique_ptr<Communicator>>{},
+                                     std::vector<std::thread>{}, std::move(comm));
+}
+
+void follow_leader(Communicator& comm, const MakeRank& make_rank) {
+  std::exception_ptr error;
+  std::unique_ptr<Backend> backend = build_rank(comm, make_rank, error);
+  if (error) std::rethrow_exception(error);
+  if (!backend)
+    throw_error("tensor-parallel rank {}: another rank failed to build its part of the model",
+                comm.rank());
+  run_steps(comm, *backend);
+}
+
+}  // namespace lmx
