@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "                 [--prefill 512,4096,8x512] [--batches 1,8,32,64] [--context 512]\n"
     "                 [--steps 32] [--kv-cache-dtype auto|fp8] [--graphs] [--generic]\n"
     "                 [--cublas-gemv] [--unfused-decode] [--untuned-gemm] [--profile] [--json]\n"
-    "                 [--verbose]\n"
+    "                 [--verbose] [--tensor-parallel-degree N]\n"
     "\n"
     "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
     "random weights of a named shape (made in GPU memory) or a model directory.\n"
@@ -173,7 +173,7 @@ double prefill_ms(Backend& b, const PrefillShape& shape) {
 int run_bench(int argc, char** argv) {
   const Args args(argc, argv,
                   {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context",
-                   "--steps", "--kv-cache-dtype"},
+                   "--steps", "--kv-cache-dtype", "--tensor-parallel-degree"},
                   {"--json", "--verbose", "--graphs", "--generic", "--cublas-gemv",
                    "--unfused-decode", "--untuned-gemm", "--profile", "--help", "-h"});
   if (args.has("--help") || args.has("-h")) {
@@ -182,6 +182,9 @@ int run_bench(int argc, char** argv) {
   }
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
+  if (const long long degree = args.get_int("--tensor-parallel-degree").value_or(1); degree != 1)
+    throw_error("--tensor-parallel-degree {}: tensor parallelism on cuda (NCCL) is not built yet; "
+                "lmx bench runs one GPU", degree);
   const auto prefills = parse_prefill_shapes(args.get("--prefill").value_or("512,4096"));
   const auto batches = Args::parse_int_list("--batches", args.get("--batches").value_or("1,8,32,64"));
   const int context = int(args.get_int("--context").value_or(512));

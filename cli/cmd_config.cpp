@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "engine/core/error.h"
 #include "engine/model/architecture.h"
+#include "engine/model/shard.h"
 #include "engine/model/model_config.h"
 #include "properties/serving_config.h"
 
@@ -58,6 +59,13 @@ int run_config(int argc, char** argv) {
     const Architecture& arch = find_architecture(name);
     const ExecutionPath path = execution_path(arch, config.device == properties::Device::Cpu);
     out["model"] = {{"architecture", arch.hf_name}, {"path", path.name}, {"path_reason", path.reason}};
+    // The split at the configured degree, or why the model cannot be split so.
+    try {
+      const DecoderDesc desc = arch.describe(model);
+      out["model"]["tensor_parallel"] = shard_plan(desc, config.tensor_parallel_degree);
+    } catch (const Error& e) {
+      out["model"]["tensor_parallel"] = {{"degree", config.tensor_parallel_degree}, {"error", e.what()}};
+    }
   }
   std::cout << out.dump(args.has("--compact") ? -1 : 2) << "\n";
   return 0;

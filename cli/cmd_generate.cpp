@@ -1,6 +1,7 @@
 // lmx generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]
 //              [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P --seed S]
 //              [--repetition-penalty R] [--ignore-eos] [--json] [--dump-logits]
+//              [--tensor-parallel-degree N]   (cpu: ranks as threads, or one a process under mpirun)
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -28,10 +29,12 @@ constexpr const char* kUsage =
     "                    [--device cpu|cuda [--dtype fp16|bf16|fp32]] [--greedy | --temperature T\n"
     "                    --top-k K --top-p P"
     " --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
-    "                    [--dump-logits] [--verbose]\n"
+    "                    [--dump-logits] [--verbose] [--tensor-parallel-degree N]\n"
     "  sampling without --seed uses a random seed\n"
     "  --dump-logits adds last_prompt_logits and step_logits (the fp32 logits of the next 4\n"
-    "  draws: entry i chose generated token i + 1) to the --json output\n";
+    "  draws: entry i chose generated token i + 1) to the --json output\n"
+    "  --tensor-parallel-degree N splits the model over N ranks (device cpu: threads; started by\n"
+    "  mpirun -np N: one rank a process, process 0 prints)\n";
 
 // Decode steps whose logits --dump-logits prints (the parity fixtures compare as many).
 constexpr int kDumpedDecodeSteps = 4;
@@ -68,7 +71,8 @@ int run_generate(int argc, char** argv) {
     }
   const Args args(argc, argv,
                   {"--model", "--prompt", "--prompt-ids", "--max-new-tokens", "--device", "--dtype",
-                   "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty"},
+                   "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty",
+                   "--tensor-parallel-degree"},
                   {"--greedy", "--ignore-eos", "--json", "--dump-logits", "--verbose"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   const std::string model_dir = args.require("--model");
@@ -97,10 +101,17 @@ int run_generate(int argc, char** argv) {
   const int block_size = 16;
   const int tokens = int(request.prompt.size()) + request.params.max_new_tokens;
   const int blocks = (tokens + block_size - 1) / block_size;
+  const long long degree = args.get_int("--tensor-parallel-degree").value_or(1);
+  if (degree < 1 || degree > 4096)
+    throw_error("--tensor-parallel-degree must be a positive rank count, got {}", degree);
   std::unique_ptr<Backend> backend;
   if (device == "cpu") {
-    backend = make_cpu_backend(model, {block_size, blocks});
+    backend = make_cpu_backend(model, {block_size, blocks}, int(degree));
+    if (!backend) return 0;  // a process of an mpirun group other than 0: the leader has finished
   } else {
+    if (degree > 1)
+      throw_error("--tensor-parallel-degree {}: tensor parallelism on cuda (NCCL) is not built yet; "
+                  "use --device cpu", degree);
 #if LMX_HAVE_CUDA_BACKEND
     CudaBackendOptions o;
     o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include "container/server.h"
@@ -24,6 +25,7 @@ void usage(std::ostream& out) {
   out << "usage: lmx-server [--model-dir DIR] [--port N] [--plugin PATH] [--host ADDR]\n"
          "                  [--model-name NAME] [--max-body-bytes N] [--threads N]\n"
          "                  [--drain-timeout SECONDS] [--overrides JSON]\n"
+         "                  [--tensor-parallel-degree N|max]\n"
          "defaults: --model-dir /opt/ml/model --port 8080 (or $SAGEMAKER_BIND_TO_PORT)\n"
          "          --plugin <dir of this binary>/../lib/liblmx.so\n";
 }
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
     opt.port = static_cast<int>(parse_number("SAGEMAKER_BIND_TO_PORT", p, 0, 65535));
   }
   std::string overrides;
+  std::string tensor_parallel_degree;  // --tensor-parallel-degree: an override like any other
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -92,11 +95,23 @@ int main(int argc, char** argv) {
       opt.drain_timeout_s = static_cast<int>(parse_number(a, value(), 0, 86400));
     } else if (a == "--overrides") {
       overrides = value();
+    } else if (a == "--tensor-parallel-degree") {
+      tensor_parallel_degree = value();
     } else {
       std::cerr << "lmx-server: unknown argument '" << a << "'\n";
       usage(std::cerr);
       return 2;
     }
+  }
+  if (!tensor_parallel_degree.empty()) {
+    nlohmann::json o = overrides.empty() ? nlohmann::json::object()
+                                         : nlohmann::json::parse(overrides, nullptr, false);
+    if (!o.is_object()) {
+      std::cerr << "lmx-server: --overrides must be a JSON object of property keys to values\n";
+      return 2;
+    }
+    o["option.tensor_parallel_degree"] = tensor_parallel_degree;
+    overrides = o.dump();
   }
   if (opt.plugin_path.empty()) opt.plugin_path = default_plugin();
   if (opt.model_name.empty()) {

@@ -8,7 +8,8 @@ EngineCapabilities EngineCapabilities::cpu_only() {
   c.devices = {Device::Cpu};
   c.dtypes = {Dtype::Fp32};
   c.cuda_graphs = false;
-  c.max_tensor_parallel_degree = 1;  // NCCL tensor parallelism: not yet
+  c.max_tensor_parallel_degree = 1;  // NCCL tensor parallelism on CUDA: not yet
+  c.cpu_tensor_parallel = true;      // the CPU reference's ranks as threads
   c.quantize = {};                   // dynamic_int8 / smoothquant: not yet
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};
@@ -30,6 +31,7 @@ EngineCapabilities EngineCapabilities::everything() {
   c.devices = {Device::Cpu, Device::Cuda};
   c.dtypes = {Dtype::Fp32, Dtype::Fp16, Dtype::Bf16};
   c.max_tensor_parallel_degree = 1 << 20;
+  c.cpu_tensor_parallel = true;
   c.quantize = {Quantize::DynamicInt8, Quantize::SmoothQuant};
   c.cuda_graphs = true;
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};

@@ -16,7 +16,8 @@ namespace lmx::properties {
 struct EngineCapabilities {
   std::set<Device> devices;
   std::set<Dtype> dtypes;  // Dtype::Auto is always accepted
-  int max_tensor_parallel_degree = 1;
+  int max_tensor_parallel_degree = 1;  // on cuda: ranks over NCCL, one a GPU
+  bool cpu_tensor_parallel = false;     // on cpu: the CPU reference's ranks as threads
   std::set<Quantize> quantize;  // Quantize::None is always accepted
   bool cuda_graphs = false;
   std::set<RollingBatch> rolling_batch;

@@ -286,20 +286,20 @@ class Resolver {
     }
   }
 
+  // Degree N or max. On cuda: one rank a GPU, up to the GPUs visible; on cpu: the CPU reference's
+  // ranks as threads (max = 1). SageMaker sets SM_NUM_GPUS on every GPU host, so a degree that
+  // comes only from that alias never stops the host from starting: where it cannot be used as
+  // given it shrinks to what can (noted and warned), where an explicit setting would be an error.
   void resolve_tensor_parallel() {
     const std::string key = "option.tensor_parallel_degree";
     const RawValue* v = take(key);
     if (v == nullptr) return;
     const std::string t = lower(trim(v->text));
     const int gpus = env_.gpu_count;
+    const bool cuda = cfg_.device == Device::Cuda;
     if (t == "max") {
-      if (cfg_.device == Device::Cuda) {
-        cfg_.tensor_parallel_degree = std::max(1, gpus);
-        note(key, fmt::format("max = {} visible GPU(s)", gpus));
-      } else {
-        cfg_.tensor_parallel_degree = 1;
-        note(key, "max on device cpu = 1");
-      }
+      cfg_.tensor_parallel_degree = cuda ? std::max(1, gpus) : 1;
+      note(key, cuda ? fmt::format("max = {} visible GPU(s)", gpus) : "max on device cpu = 1");
     } else {
       const auto n = parse_integer(t);
       if (!n || *n < 1 || *n > 65536)
@@ -307,12 +307,26 @@ class Resolver {
       cfg_.tensor_parallel_degree = static_cast<int>(*n);
     }
     const int tp = cfg_.tensor_parallel_degree;
-    if (tp > caps_.max_tensor_parallel_degree) {
-      unsupported(*v,
-                  fmt::format("tensor_parallel_degree up to {}", caps_.max_tensor_parallel_degree));
-    } else if (tp > 1 && cfg_.device == Device::Cpu) {
-      conflict(key, v, "tensor parallelism needs option.device=cuda; the device is cpu");
-    } else if (cfg_.device == Device::Cuda && tp > gpus) {
+    const bool alias = v->source.kind == ValueSource::Kind::Alias;  // a GPU count: none on cpu
+    const int limit = !cuda ? (caps_.cpu_tensor_parallel && !alias ? tp : 1)
+                            : std::min(caps_.max_tensor_parallel_degree, std::max(1, gpus));
+    if (tp <= limit) return;
+    if (alias) {
+      cfg_.tensor_parallel_degree = limit;
+      const std::string why =
+          fmt::format("{}={} is the host's GPU count (TGI alias); using degree {} ({})", v->key,
+                      v->text, limit,
+                      !cuda ? "device cpu"
+                            : fmt::format("{} usable GPU(s), this build runs up to {} on cuda",
+                                          gpus, caps_.max_tensor_parallel_degree));
+      note(key, why);
+      warnings_.push_back(why);
+    } else if (!cuda) {
+      unsupported(*v, "tensor_parallel_degree 1 on device cpu");
+    } else if (tp > caps_.max_tensor_parallel_degree) {
+      unsupported(*v, fmt::format("tensor_parallel_degree up to {} on cuda",
+                                  caps_.max_tensor_parallel_degree));
+    } else {
       conflict(key, v, fmt::format("only {} GPU(s) are visible to this process", gpus));
     }
   }

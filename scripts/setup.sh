@@ -16,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev
   curl python3
   python3-boto3          # the SageMaker runtime client in the end-to-end tests
+  libopenmpi-dev openmpi-bin  # multi-process tensor-parallel ranks (mpirun), engine/parallel
 )
 
 # Node.js + npm fetch real tokenizer files at test time and drive the openai client tests. Some

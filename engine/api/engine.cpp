@@ -21,6 +21,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
 #include "engine/model/model.h"
+#include "engine/model/shard.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/serving/stop_sequences.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -77,7 +78,11 @@ CudaDtype cuda_dtype(properties::Dtype d, const ModelConfig& model) {
 // The backend the configuration names, with the KV cache of its memory plan.
 std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
                                       const LoadedModel& model) {
-  if (config.device == properties::Device::Cpu) return make_cpu_backend(model, plan_cpu_kv(config, model.desc));
+  if (config.device == properties::Device::Cpu)
+    return make_cpu_backend(model, plan_cpu_kv(config, model.desc), config.tensor_parallel_degree);
+  if (config.tensor_parallel_degree > 1)
+    throw_error("option.tensor_parallel_degree={}: tensor parallelism on cuda (NCCL) is not built "
+                "yet; this build runs it on device cpu only", config.tensor_parallel_degree);
 #if LMX_HAVE_CUDA_BACKEND
   CudaBackendOptions o;
   o.dtype = cuda_dtype(config.dtype, model.config);
@@ -180,6 +185,7 @@ class EngineImpl final : public Engine {
             {"device", backend_->name()},
             {"path", path().name},
             {"path_reason", path().reason},
+            {"tensor_parallel", shard_plan(model_.desc, backend_->tensor_parallel_degree())},
             {"running", stats_.running},
             {"waiting", stats_.waiting + int(incoming_.size())},
             {"kv_blocks_used", stats_.kv_blocks_used},

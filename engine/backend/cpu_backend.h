@@ -18,11 +18,13 @@ class Communicator;
 std::unique_ptr<Backend> make_cpu_rank_backend(const LoadedModel& model, const KvCacheShape& kv,
                                                Communicator& comm);
 
-// The model split over `tensor_parallel_degree` CPU ranks run as threads of this process over an
-// in-process communicator: the reference that tests every family's sharding without a GPU. One
-// Backend to its caller: each forward runs on every rank, rank 0's logits are returned (every
-// rank's are the same). Degree 1 is make_cpu_backend. A degree that does not split the model is
-// an lmx::Error naming the numbers.
+// The model split over `tensor_parallel_degree` CPU ranks, threads of this process over an
+// in-process communicator, or one rank a process when mpirun started this one
+// (engine/parallel/rank_group.h, launch_ranks): the reference that tests every family's sharding
+// without a GPU. One Backend to its caller: each forward runs on every rank, rank 0's logits are
+// returned (every rank's are the same). Under mpirun, processes other than 0 run the leader's
+// steps inside this call and get null when it stops the group. Degree 1 without mpirun is
+// make_cpu_backend. A degree that does not split the model is an lmx::Error naming the numbers.
 std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv,
                                           int tensor_parallel_degree);
 

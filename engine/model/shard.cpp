@@ -109,4 +109,27 @@ ModelWeightRefs shard_weights(const ModelWeightRefs& w, const DecoderDesc& d,
   return s;
 }
 
+nlohmann::json shard_plan(const DecoderDesc& d, int degree) {
+  const DecoderDesc r = rank_desc(d, {0, degree});
+  const int vocab_rows = vocab_rows_per_rank(d.vocab_size, degree);
+  const bool split = degree > 1;
+  const char* column = split ? "column-parallel (output rows, whole heads)" : "whole";
+  const char* row = split ? "row-parallel (input columns, all-reduce of the outputs)" : "whole";
+  return {
+      {"degree", degree},
+      {"heads_per_rank", r.num_heads},
+      {"kv_heads_per_rank", r.num_kv_heads},
+      {"kv_heads_replicated", degree > d.num_kv_heads},
+      {"intermediate_per_rank", r.intermediate_size},
+      {"vocab_rows_per_rank", vocab_rows},
+      {"vocab_padding_rows", int64_t(vocab_rows) * degree - d.vocab_size},
+      {"projections",
+       {{"qkv", column},
+        {"o", row},
+        {"up", split ? "column-parallel (output rows; gate and up split alike)" : "whole"},
+        {"down", row},
+        {"lm_head", split ? "vocab-parallel (vocabulary rows, padded; logits gathered)" : "whole"},
+        {"embedding, norms, positions", "replicated"}}}};
+}
+
 }  // namespace lmx

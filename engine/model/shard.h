@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/model/decoder_desc.h"
 #include "engine/model/weight_map.h"
 
@@ -33,5 +35,10 @@ int vocab_rows_per_rank(int vocab, int ranks);
 // rank: `w` unchanged. Throws as rank_desc for a degree that does not split the model.
 ModelWeightRefs shard_weights(const ModelWeightRefs& w, const DecoderDesc& d,
                               TensorParallelRank tp);
+
+// What `lmx config`, /ping and stats() say of the split at `degree`: {"degree", "heads_per_rank",
+// "kv_heads_per_rank", "kv_heads_replicated", "intermediate_per_rank", "vocab_rows_per_rank",
+// "vocab_padding_rows", "projections": {name: how it is split}}. Throws as rank_desc.
+nlohmann::json shard_plan(const DecoderDesc& d, int degree);
 
 }  // namespace lmx

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/core/error.h"
+#include "engine/parallel/mpi_communicator.h"
 #include "engine/parallel/rank_step.h"
 
 namespace lmx {
@@ -139,6 +140,19 @@ void follow_leader(Communicator& comm, const MakeRank& make_rank) {
     throw_error("tensor-parallel rank {}: another rank failed to build its part of the model",
                 comm.rank());
   run_steps(comm, *backend);
+}
+
+std::unique_ptr<Backend> launch_ranks(int degree, const MakeRank& make_rank) {
+  if (!launched_by_mpi()) return make_thread_group(degree, make_rank);
+  std::unique_ptr<Communicator> comm = make_mpi_communicator();
+  if (comm->size() != degree)
+    throw_error(
+        "mpirun started {} processes but the tensor-parallel degree is {}; start one "
+        "process a rank",
+        comm->size(), degree);
+  if (comm->rank() == 0) return lead_group(std::move(comm), make_rank);
+  follow_leader(*comm, make_rank);
+  return nullptr;
 }
 
 }  // namespace lmx

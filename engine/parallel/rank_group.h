@@ -30,4 +30,10 @@ std::unique_ptr<Backend> lead_group(std::unique_ptr<Communicator> comm, const Ma
 // group. Throws when a rank fails to build.
 void follow_leader(Communicator& comm, const MakeRank& make_rank);
 
+// The group of `degree` ranks this process belongs to. Started by mpirun (launched_by_mpi()):
+// one rank a process, MPI's world of exactly `degree` processes; process 0 leads and gets the
+// Backend, the others follow the leader and get null once it stopped the group (the caller then
+// exits). Otherwise the ranks are threads of this process (make_thread_group).
+std::unique_ptr<Backend> launch_ranks(int degree, const MakeRank& make_rank);
+
 }  // namespace lmx

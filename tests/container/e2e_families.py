@@ -2,7 +2,8 @@
 weights, vocabulary of 256) behind a byte-level tokenizer written here (id i = byte i, no merges,
 so the text "\\u0001" is the fixture's one-token prompt [1]). The greedy ids the server returns
 (`details`) must equal transformers' for that prompt. The device comes from LMX_E2E_DEVICE (cpu
-here and in CI; cuda on the GPU machine, where fp32 keeps greedy ids exact)."""
+here and in CI; cuda on the GPU machine, where fp32 keeps greedy ids exact). On cpu each family
+is also served split over tensor-parallel ranks (threads), and /health must report the split."""
 import argparse
 import json
 import os
@@ -12,6 +13,9 @@ import tempfile
 from harness import Checks, Server, http
 
 # One fixture per family (tests/fixtures/parity/).
+# Degrees that split each fixture (heads, KV heads or their replication, MLP); Bloom's 6 heads at 3
+# also pad its 256-row vocabulary.
+DEGREES = {"llama_gqa_llama3_bias": 4, "bloom_6heads_bf16": 3}
 FIXTURES = ["llama_gqa_llama3_bias", "mistral_sliding", "qwen2_bias_tied", "gpt2",
             "gptj_partial_rotary", "gpt_neox_parallel", "gpt_neo_mixed_local", "opt_post_ln_proj",
             "bloom_6heads_bf16"]
@@ -47,6 +51,29 @@ def write_tokenizer(d):
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast"}, f)
 
 
+def serve_one(c, a, d, name, expected, case, overrides):
+    degree = overrides["option.tensor_parallel_degree"]
+    label = f"{name} at degree {degree}"
+    with Server(a.server, a.plugin, d, overrides=overrides) as s:
+        status, _, body = http("GET", s.url + "/health")
+        health = json.loads(body) if status == 200 else {}
+        c.check(status == 200, f"{label}: /health {status} {body[:200]!r}")
+        split = health.get("tensor_parallel", {})
+        c.check(split.get("degree") == degree, f"{label}: /health tensor_parallel {split}")
+        print(f"{label}: {expected['architecture']} path {health.get('path')}, "
+              f"{split.get('heads_per_rank')} heads a rank", flush=True)
+        req = {"inputs": "\u0001", "parameters": {
+            "max_new_tokens": len(case["greedy_ids"]), "do_sample": False,
+            "ignore_eos": True, "details": True}}
+        status, _, body = http("POST", s.url + "/invocations", json.dumps(req),
+                               {"Content-Type": "application/json"})
+        ok = status == 200
+        ids = [t["id"] for t in json.loads(body)["details"]["tokens"]] if ok else None
+        c.check(ok and ids == case["greedy_ids"],
+                f"{label}: greedy ids {ids} != transformers' {case['greedy_ids']} "
+                f"({status} {body[:200]!r})")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--server", required=True)
@@ -64,22 +91,11 @@ def main():
                 if f != "expected.json":
                     os.symlink(os.path.join(src, f), os.path.join(d, f))
             write_tokenizer(d)
-            overrides = {"option.device": device, "option.dtype": "fp32", "option.max_tokens": 64}
-            with Server(a.server, a.plugin, d, overrides=overrides) as s:
-                status, _, body = http("GET", s.url + "/health")
-                health = json.loads(body) if status == 200 else {}
-                c.check(status == 200, f"{name}: /health {status} {body[:200]!r}")
-                print(f"{name}: {expected['architecture']} path {health.get('path')}", flush=True)
-                req = {"inputs": "\u0001", "parameters": {
-                    "max_new_tokens": len(case["greedy_ids"]), "do_sample": False,
-                    "ignore_eos": True, "details": True}}
-                status, _, body = http("POST", s.url + "/invocations", json.dumps(req),
-                                       {"Content-Type": "application/json"})
-                ok = status == 200
-                ids = [t["id"] for t in json.loads(body)["details"]["tokens"]] if ok else None
-                c.check(ok and ids == case["greedy_ids"],
-                        f"{name}: greedy ids {ids} != transformers' {case['greedy_ids']} "
-                        f"({status} {body[:200]!r})")
+            degrees = [1] + ([DEGREES.get(name, 2)] if device == "cpu" else [])
+            for degree in degrees:
+                overrides = {"option.device": device, "option.dtype": "fp32",
+                             "option.max_tokens": 64, "option.tensor_parallel_degree": degree}
+                serve_one(c, a, d, name, expected, case, overrides)
     c.done()
 
 

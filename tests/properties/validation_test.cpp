@@ -29,6 +29,11 @@ std::string error_of(const TempModelDir& dir, std::map<std::string, std::string>
   return "";
 }
 
+ServingConfig load(const TempModelDir& dir, std::map<std::string, std::string> env, int gpus,
+                   const EngineCapabilities& caps) {
+  return load_serving_config(dir.path(), Environment::from_map(std::move(env), gpus), caps);
+}
+
 ::testing::AssertionResult contains(const std::string& haystack, const std::string& needle) {
   if (haystack.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "'" << needle << "' not in: " << haystack;
@@ -132,7 +137,6 @@ const std::vector<Unsupported> kUnsupported = {
     {"option.dtype", "bf16", "dtype fp32, auto"},
     {"option.quantize", "dynamic_int8", "no quantization"},
     {"option.quantize", "smoothquant", "no quantization"},
-    {"option.tensor_parallel_degree", "2", "up to 1"},
     {"option.device", "cuda", "device cpu"},
     {"option.enable_cuda_graph", "true", "enable_cuda_graph=false"},
     {"option.task", "text2text-generation", "task text-generation"},
@@ -229,13 +233,46 @@ TEST(Validation, CudaNeedsAVisibleGpu) {
 TEST(Validation, TensorParallelNeedsEnoughGpus) {
   TempModelDir dir;
   const auto caps = EngineCapabilities::everything();
-  const std::string e = error_of(dir, {{"SM_NUM_GPUS", "8"}}, 4, caps);
+  const std::string e = error_of(dir, {{"TENSOR_PARALLEL_DEGREE", "8"}}, 4, caps);
   EXPECT_TRUE(contains(
-      e, "option.tensor_parallel_degree=8 (from environment variable SM_NUM_GPUS (TGI alias))"));
+      e, "option.tensor_parallel_degree=8 (from environment variable TENSOR_PARALLEL_DEGREE)"));
   EXPECT_TRUE(contains(e, "only 4 GPU(s) are visible"));
-  const std::string cpu =
-      error_of(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}, {"OPTION_DEVICE", "cpu"}}, 4, caps);
-  EXPECT_TRUE(contains(cpu, "tensor parallelism needs option.device=cuda"));
+}
+
+// On cpu the degree is the CPU reference's ranks as threads.
+TEST(Validation, TensorParallelOnCpuRunsRanksAsThreads) {
+  TempModelDir dir;
+  const ServingConfig c = load(dir, {{"TENSOR_PARALLEL_DEGREE", "3"}, {"OPTION_DEVICE", "cpu"}}, 4,
+                               EngineCapabilities::everything());
+  EXPECT_EQ(c.device, Device::Cpu);
+  EXPECT_EQ(c.tensor_parallel_degree, 3);
+}
+
+// A CUDA degree above what the build runs names the limit.
+TEST(Validation, TensorParallelBeyondTheBuildOnCuda) {
+  TempModelDir dir;
+  EngineCapabilities caps = EngineCapabilities::everything();
+  caps.max_tensor_parallel_degree = 1;
+  const std::string e = error_of(dir, {{"OPTION_TENSOR_PARALLEL_DEGREE", "2"}}, 4, caps);
+  EXPECT_TRUE(contains(e, "option.tensor_parallel_degree=2"));
+  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
+  EXPECT_TRUE(contains(e, "up to 1 on cuda"));
+}
+
+// SageMaker sets SM_NUM_GPUS on every GPU host: a degree from that alias alone shrinks to what
+// can run (noted, warned) and never stops the host from starting.
+TEST(Validation, SmNumGpusNeverFailsAMultiGpuHost) {
+  TempModelDir dir;
+  EngineCapabilities caps = EngineCapabilities::everything();
+  const ServingConfig fewer = load(dir, {{"SM_NUM_GPUS", "8"}}, 4, caps);
+  EXPECT_EQ(fewer.tensor_parallel_degree, 4);
+  EXPECT_TRUE(contains(fewer.source_of("option.tensor_parallel_degree").note, "using degree 4"));
+  EXPECT_FALSE(fewer.warnings.empty());
+  caps.max_tensor_parallel_degree = 1;
+  const ServingConfig unbuilt = load(dir, {{"SM_NUM_GPUS", "8"}}, 8, caps);
+  EXPECT_EQ(unbuilt.tensor_parallel_degree, 1);
+  const ServingConfig cpu = load(dir, {{"SM_NUM_GPUS", "8"}, {"OPTION_DEVICE", "cpu"}}, 8, caps);
+  EXPECT_EQ(cpu.tensor_parallel_degree, 1);
 }
 
 TEST(Validation, AllErrorsAreReportedTogether) {
