@@ -1,0 +1,99 @@
+#include "engine/chat/template.h"
+
+#include <ctime>
+
+#include "engine/chat/objects.h"
+#include "engine/chat/parser.h"
+
+namespace lmx::chat {
+
+Template::Template(std::string_view source) {
+  auto ast = std::make_shared<TemplateAst>(parse_template(source));
+  check_names(*ast);
+  ast_ = std::move(ast);
+}
+
+std::string Template::render(const Dict& variables, const Limits& limits) const {
+  Interpreter in(limits, default_globals());
+  return in.render(*ast_, variables);
+}
+
+namespace {
+
+Value range(Interpreter& in, const CallArgs& a) {
+  if (!a.keyword.empty()) in.fail("range() takes no keyword arguments");
+  std::vector<int64_t> n;
+  for (const Value& v : a.positional) {
+    if (!v.is_int() && !v.is_bool())
+      in.fail(fmt::format("TypeError: '{}' object cannot be interpreted as an integer", v.type_name()));
+    n.push_back(v.to_int());
+  }
+  if (n.empty() || n.size() > 3) in.fail("range expected 1 to 3 arguments");
+  const int64_t start = n.size() == 1 ? 0 : n[0];
+  const int64_t stop = n.size() == 1 ? n[0] : n[1];
+  const int64_t step = n.size() == 3 ? n[2] : 1;
+  if (step == 0) in.fail("ValueError: range() arg 3 must not be zero");
+  const int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
+                                 : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // The sandbox's limit (jinja2.sandbox.MAX_RANGE).
+  if (count > 100000)
+    in.fail("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+  List out;
+  for (int64_t i = 0; i < count; ++i) out.emplace_back(start + i * step);
+  return Value::list(std::move(out));
+}
+
+Dict kwargs_dict(Interpreter& in, const CallArgs& a) {
+  Dict d;
+  for (const Value& p : a.positional) {
+    if (!p.is_dict()) in.fail("dict / namespace expects a mapping or keyword arguments");
+    for (const auto& [k, v] : p.dict_ref().items) d.set(k, v);
+  }
+  for (const auto& [k, v] : a.keyword) d.set(Value(k), v);
+  return d;
+}
+
+}  // namespace
+
+std::map<std::string, Value> default_globals() {
+  std::map<std::string, Value> g;
+  g["range"] = make_function("range", range);
+  g["dict"] = make_function("dict", [](Interpreter& in, const CallArgs& a) {
+    return Value::dict(kwargs_dict(in, a));
+  });
+  g["namespace"] = make_function("namespace", [](Interpreter& in, const CallArgs& a) {
+    auto ns = std::make_shared<NamespaceObject>();
+    ns->attrs = kwargs_dict(in, a);
+    return Value(std::shared_ptr<Object>(ns));
+  });
+  g["joiner"] = make_function("joiner", [](Interpreter&, const CallArgs& a) {
+    const Value* sep = a.get("sep", 0);
+    const std::string s = sep ? to_str(*sep) : ", ";
+    auto used = std::make_shared<bool>(false);
+    return make_function("joiner", [s, used](Interpreter&, const CallArgs&) {
+      if (!*used) {
+        *used = true;
+        return Value("");
+      }
+      return Value(s);
+    });
+  });
+  // transformers' globals.
+  g["raise_exception"] = make_function("raise_exception", [](Interpreter&, const CallArgs& a) -> Value {
+    const Value* msg = a.get("message", 0);
+    throw TemplateError(msg ? to_str(*msg) : "", true);
+  });
+  g["strftime_now"] = make_function("strftime_now", [](Interpreter& in, const CallArgs& a) {
+    const Value* f = a.get("format", 0);
+    if (!f || !f->is_string()) in.fail("strftime_now expects a format string");
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&now, &tm);
+    char buf[1024];
+    const size_t n = std::strftime(buf, sizeof buf, f->str().c_str(), &tm);
+    return Value(std::string(buf, n));
+  });
+  return g;
+}
+
+}  // namespace lmx::chat
