@@ -16,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev
   curl python3
   python3-boto3          # the SageMaker runtime client in the end-to-end tests
+  python3-jinja2         # the chat-template differential test's oracle (never used at run time)
   libopenmpi-dev openmpi-bin  # multi-process tensor-parallel ranks (mpirun), engine/parallel
 )
 

