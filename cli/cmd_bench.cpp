@@ -1,7 +1,7 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,8x512]
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--kv-cache-dtype auto|fp8]
 //           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
-//           [--profile] [--json]
+//           [--profile] [--json] [--tensor-parallel-degree N]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step
 // per batch size, the bandwidth a decode step achieves (weights + KV read / step time) against the
@@ -182,9 +182,9 @@ int run_bench(int argc, char** argv) {
   }
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
-  if (const long long degree = args.get_int("--tensor-parallel-degree").value_or(1); degree != 1)
-    throw_error("--tensor-parallel-degree {}: tensor parallelism on cuda (NCCL) is not built yet; "
-                "lmx bench runs one GPU", degree);
+  const long long degree = args.get_int("--tensor-parallel-degree").value_or(1);
+  if (degree < 1 || degree > 4096)
+    throw_error("--tensor-parallel-degree must be a positive rank count, got {}", degree);
   const auto prefills = parse_prefill_shapes(args.get("--prefill").value_or("512,4096"));
   const auto batches = Args::parse_int_list("--batches", args.get("--batches").value_or("1,8,32,64"));
   const int context = int(args.get_int("--context").value_or(512));
@@ -207,6 +207,7 @@ int run_bench(int argc, char** argv) {
   o.fuse_decode_projections = !args.has("--unfused-decode");  // norms, adds, activation apart
   o.tune_gemms = !args.has("--untuned-gemm");  // cuBLAS's default algorithm for every GEMM
   o.profile = args.has("--profile");
+  o.tensor_parallel_degree = int(degree);
   if (o.profile && o.cuda_graphs) throw_error("--profile times eager steps: leave out --graphs");
   const int bs = o.kv_block_size;
   long prefill_blocks = 0;
@@ -223,6 +224,7 @@ int run_bench(int argc, char** argv) {
     model = load_model(args.require("--model"));
     backend = make_cuda_backend(*model, o);
   }
+  if (!backend) return 0;  // a process of an mpirun group other than 0: the leader has finished
   const DecoderDesc& d = backend->desc();
   const size_t elem = o.dtype == CudaDtype::F32 ? 4 : 2;
   const size_t kv_elem = size_t(kernels::kv_value_bytes(o.kv_dtype, int(elem)));
@@ -239,6 +241,7 @@ int run_bench(int argc, char** argv) {
   out["context"] = context;
   out["cuda_graphs"] = o.cuda_graphs;
   out["path"] = o.fused ? "kernel_injection" : "generic";
+  out["tensor_parallel_degree"] = degree;  // bandwidth below: per GPU (each reads 1/degree)
   out["copy_bandwidth_gbps"] = measure_copy_bandwidth_gbps();
 
   // Time to first token from process start: the model is in GPU memory now; one short prefill.
@@ -260,7 +263,7 @@ int run_bench(int argc, char** argv) {
     if (o.profile) out["profile"]["decode_" + std::to_string(b)] = backend->take_profile();
     const double kv_bytes =
         double(b) * (context + steps / 2) * d.num_layers * 2.0 * d.kv_size() * kv_elem;
-    const double gbps = (weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9;
+    const double gbps = (weight_bytes + kv_bytes) / double(degree) / (ms * 1e-3) / 1e9;
     out["decode"][std::to_string(b)] = {{"ms_per_step", ms}, {"achieved_gbps", gbps},
                                         {"fraction_of_copy_bandwidth", gbps / out["copy_bandwidth_gbps"].get<double>()},
                                         {"output_tokens_per_s", b * 1e3 / ms}};

@@ -54,6 +54,13 @@ class Backend {
   // compute_logits, in chunk order: logits is resized to [count, vocab] fp32, host.
   virtual void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) = 0;
 
+  // Runs the chunks as forward() does, for a tensor-parallel rank other than the leader: the same
+  // work and collectives, without handing logits back (engine/parallel/rank_group.h).
+  virtual void forward_discard(std::span<const BatchChunk> chunks) {
+    std::vector<float> logits;
+    forward(chunks, logits);
+  }
+
   // Runs the chunks and draws one token per logits row (kernels/sampling.h: the same draw on
   // every backend), so only ids and log-probs leave the device. rows and out have one entry per
   // chunk with compute_logits. When `logits` is given it also receives the rows, as forward().

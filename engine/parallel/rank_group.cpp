@@ -30,10 +30,9 @@ std::unique_ptr<Backend> build_rank(Communicator& comm, const MakeRank& make_ran
 // The non-leader's loop. A step that throws throws on the leader too (every rank runs the same
 // checks on the same step before its first collective), so the rank goes on with the next one.
 void run_steps(Communicator& comm, Backend& backend) {
-  std::vector<float> logits;  // the same as the leader's; dropped
   while (std::optional<RankStep> step = receive_step(comm)) {
     try {
-      backend.forward(step->chunks, logits);
+      backend.forward_discard(step->chunks);
     } catch (const std::exception& e) {
       spdlog::debug("tensor-parallel rank {}: step failed as on the leader: {}", comm.rank(),
                     e.what());
@@ -59,6 +58,9 @@ class RankGroup final : public Backend {
     } catch (const std::exception& e) {
       spdlog::error("tensor-parallel group: could not stop the other ranks: {}", e.what());
     }
+    // The leader's part goes while the others free theirs: freeing a device communicator may wait
+    // for its peers (NCCL), so no rank may wait for another to finish first.
+    leader_.reset();
     for (std::thread& t : followers_) t.join();
   }
 

@@ -13,6 +13,7 @@
 //  - A Llama shape with head_dim 64 and 128 (the tuned attention kernels) vs the CPU backend on
 //    a checkpoint written by the test.
 // Skips with a message on machines without a GPU (CI); runs on the device (scripts/gpu_tests.sh).
+#include <algorithm>
 #include <filesystem>
 #include <cmath>
 #include <cstdio>
@@ -24,7 +25,9 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/generate/generator.h"
+#include "engine/core/error.h"
 #include "engine/model/model.h"
+#include "engine/model/shard.h"
 #include "tests/support/parity_fixtures.h"
 #include "tests/support/checkpoint_writer.h"
 
@@ -286,6 +289,49 @@ TEST_P(CudaHfParity, HalfPrecisionBatchedDecodeInGraphs) {
         << "the shipped decode path is less accurate than the generic one, dtype " << int(dtype);
     EXPECT_GT(clear_steps, 10);
   }
+}
+
+// Tensor parallelism over NCCL, one GPU a rank (needs 2+ GPUs: scripts/gpu_tests.sh runs it
+// only on machines that have them): at every degree up to the GPU count that splits the fixture,
+// fp32 greedy ids equal transformers' and logits are within 1e-4, eager and from CUDA graphs
+// (the NCCL calls inside the captured decode steps).
+TEST_P(CudaHfParity, TensorParallelFp32MatchesTransformers) {
+  REQUIRE_GPU();
+  const int gpus = cuda_device_count();
+  if (gpus < 2) GTEST_SKIP() << "tensor parallelism needs 2+ GPUs; this machine has " << gpus;
+  const auto f = open_parity_fixture(GetParam());
+  const LoadedModel model = load_model(f.model_dir);
+  int degrees = 0;
+  for (int degree = 2; degree <= std::min(gpus, 4); ++degree) {
+    try {
+      rank_desc(model.desc, {0, degree});
+    } catch (const Error&) {
+      continue;
+    }
+    ++degrees;
+    for (bool graphs : {false, true}) {
+      CudaBackendOptions o = options(CudaDtype::F32);
+      o.tensor_parallel_degree = degree;
+      o.cuda_graphs = graphs;
+      auto backend = make_cuda_backend(model, o);
+      ASSERT_EQ(backend->tensor_parallel_degree(), degree);
+      for (const json& c : f.expected["cases"]) {
+        GenerationRequest r;
+        r.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+        r.params.max_new_tokens = int(c["greedy_ids"].size());
+        r.params.ignore_eos = true;
+        r.params.return_prompt_logits = true;
+        r.params.return_step_logits = testing::step_logits(c);
+        Generator gen(*backend);
+        const auto result = gen.generate(std::span(&r, 1)).front();
+        SCOPED_TRACE("degree " + std::to_string(degree) + (graphs ? ", graphs" : ", eager") +
+                     ", prompt length " + std::to_string(r.prompt.size()));
+        EXPECT_EQ(result.tokens, c["greedy_ids"].get<std::vector<int32_t>>());
+        testing::expect_case_logits_near(result, c, 1e-4);
+      }
+    }
+  }
+  EXPECT_GT(degrees, 0) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaHfParity, ::testing::ValuesIn(parity_fixture_names()),

@@ -5,12 +5,19 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <exception>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <spdlog/spdlog.h>
 
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/model/shard.h"
+#include "engine/parallel/mpi_communicator.h"
+#include "engine/parallel/nccl_communicator.h"
+#include "engine/parallel/rank_group.h"
 #include "engine/backend/activation_kind.h"
 #include "engine/backend/alibi.h"
 #include "engine/backend/sample_rows.h"
@@ -49,10 +56,30 @@ struct StepMeta {
 };
 
 template <typename T>
+constexpr DeviceDtype kDeviceDtype = std::is_same_v<T, float>    ? DeviceDtype::F32
+                                     : std::is_same_v<T, __half> ? DeviceDtype::F16
+                                                                 : DeviceDtype::BF16;
+
+// One tensor-parallel rank (engine/model/shard.h; the whole model at degree 1) on the current
+// GPU. desc_ is the rank's decoder (its heads, KV heads, intermediate rows) and everything below
+// computes on it; desc() reports the model's. Row-parallel outputs are summed over the ranks by
+// `comm_` (none at degree 1) and the vocabulary-parallel logits gathered.
+template <typename T>
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const DecoderDesc& desc, DeviceWeights<T> weights, const CudaBackendOptions& opts)
-      : desc_(desc), opts_(opts), w_(std::move(weights)) {
+  CudaBackend(const DecoderDesc& model_desc, TensorParallelRank tp,
+              std::unique_ptr<DeviceCommunicator> comm, DeviceWeights<T> weights,
+              const CudaBackendOptions& opts)
+      : model_desc_(model_desc),
+        desc_(rank_desc(model_desc, tp)),
+        tp_(tp),
+        comm_(std::move(comm)),
+        opts_(opts),
+        w_(std::move(weights)) {
+    if (tp_.ranks > 1 && (!comm_ || comm_->size() != tp_.ranks))
+      throw_error("internal: tensor-parallel rank {} of {} without its device communicator",
+                  tp_.rank, tp_.ranks);
+    LMX_CUDA_CHECK(cudaGetDevice(&device_));
     LMX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     if (desc_.positions == PositionKind::Rotary) {
       const auto inv = rope_inv_freq(desc_.rope);
@@ -60,8 +87,10 @@ class CudaBackend final : public Backend {
       LMX_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float),
                                 cudaMemcpyHostToDevice));
     }
-    if (desc_.positions == PositionKind::Alibi) {
-      const auto slopes = alibi_slopes(desc_.num_heads);
+    if (desc_.positions == PositionKind::Alibi) {  // the slopes of this rank's heads
+      const auto all = alibi_slopes(model_desc_.num_heads);
+      const std::vector<float> slopes(all.begin() + tp_.rank * desc_.num_heads,
+                                      all.begin() + (tp_.rank + 1) * desc_.num_heads);
       alibi_ = DeviceBuffer<float>(slopes.size());
       upload(slopes, alibi_.get());
     }
@@ -88,12 +117,14 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    cudaSetDevice(device_);
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
-  const DecoderDesc& desc() const override { return desc_; }
+  const DecoderDesc& desc() const override { return model_desc_; }
+  int tensor_parallel_degree() const override { return tp_.ranks; }
   const KvCacheShape& kv_shape() const override { return kv_; }
   std::string name() const override { return "cuda"; }
   std::string kv_cache_dtype_name() const override {
@@ -104,8 +135,16 @@ class CudaBackend final : public Backend {
   }
 
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
+    LMX_CUDA_CHECK(cudaSetDevice(device_));  // the caller's thread may not have made it current
     const int rows = enqueue(chunks);
     download_logits(rows, logits);
+    finish_step();
+  }
+
+  // Tensor-parallel ranks other than the leader: the step's work and collectives, no logits copy.
+  void forward_discard(std::span<const BatchChunk> chunks) override {
+    LMX_CUDA_CHECK(cudaSetDevice(device_));
+    enqueue(chunks);
     finish_step();
   }
 
@@ -113,6 +152,7 @@ class CudaBackend final : public Backend {
   // when asked for).
   void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> specs,
                       std::span<SampledToken> out, std::vector<float>* logits) override {
+    LMX_CUDA_CHECK(cudaSetDevice(device_));
     const int rows = enqueue(chunks);
     check_sample_rows(specs.size(), out.size(), size_t(rows));
     if (logits) download_logits(rows, *logits);
@@ -407,15 +447,30 @@ class CudaBackend final : public Backend {
 
   // A block's last projection: added to x_ in its epilogue (with its bias) when the step has
   // residual_in_epilogue, else written to `out` with its bias, pending until a norm adds it.
+  // Under tensor parallelism each rank's output is partial (its input columns; the bias on rank
+  // 0 only) and an all-reduce sums them: of `out`, or, in the epilogue case, of x_ itself, which
+  // the ranks other than 0 zero first, so the sum is x_ + every rank's part.
   void output_projection(const DeviceLinear<T>& L, const T* in, T* out, const Step& s) {
+    const size_t elems = size_t(s.n()) * desc_.hidden_size;
     if constexpr (kSkinnyGemv<T>) {
       if (s.residual_in_epilogue) {
+        if (tp_.ranks > 1 && tp_.rank != 0)
+          LMX_CUDA_CHECK(cudaMemsetAsync(x_.get(), 0, elems * sizeof(T), stream_));
         k::skinny_linear_add<T>(in, view(L), x_.get(), s.n(), stream_);
+        all_reduce(x_.get(), elems);
         return;
       }
     }
     linear_bias(L, in, out, s.n());
+    all_reduce(out, elems);
     pending_ = true;
+  }
+
+  // data [elems] of T, device: the sum over the tensor-parallel ranks, in place.
+  void all_reduce(T* data, size_t elems) {
+    if (tp_.ranks == 1) return;
+    mark("all_reduce");
+    comm_->all_reduce_sum(data, elems, kDeviceDtype<T>, stream_);
   }
 
   // out [n, hidden] = down(act(up(in))) + bias, gated or plain (fused decode: the gate/up
@@ -476,20 +531,40 @@ class CudaBackend final : public Backend {
       linear(w_.project_out, gathered_.get(), head_in_.get(), rows);
       head_in = head_in_.get();
     }
-    // The weight may be the tied embedding; the bias is added to the fp32 logits below.
-    const kernels::LinearWeights<T> head{w_.head_weight().get(), nullptr, int(w_.lm_head.out),
+    // The weight may be the tied embedding; the bias is added to the fp32 logits below. Under
+    // tensor parallelism the rank's vocabulary rows go to rank_logits_, then are gathered.
+    const int head_rows = int(w_.lm_head.out);
+    float* out = tp_.ranks > 1 ? rank_logits_.get() : logits_.get();
+    const kernels::LinearWeights<T> head{w_.head_weight().get(), nullptr, head_rows,
                                          int(w_.lm_head.in)};
     bool done = false;
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(rows, head.in)) {
-        k::skinny_linear_f32_out<T>(head_in, head, logits_.get(), rows, stream_);
+        k::skinny_linear_f32_out<T>(head_in, head, out, rows, stream_);
         done = true;
       }
     }
-    if (!done) k::linear_f32_out<T>(gemm_, head_in, head, logits_.get(), rows, stream_);
+    if (!done) k::linear_f32_out<T>(gemm_, head_in, head, out, rows, stream_);
     if (!lm_head_bias_.empty())
-      k::bias_add<float>(logits_.get(), lm_head_bias_.get(), nullptr, logits_.get(), rows,
-                         desc_.vocab_size, stream_);
+      k::bias_add<float>(out, lm_head_bias_.get(), nullptr, out, rows, head_rows, stream_);
+    if (tp_.ranks > 1) gather_logits(rows, head_rows);
+  }
+
+  // logits_ [rows, vocab] from every rank's rank_logits_ [rows, per] (vocabulary rows
+  // [r * per, (r + 1) * per) of rank r; the padding past the vocabulary dropped).
+  void gather_logits(int rows, int per) {
+    if (rows == 0) return;  // every rank has the same rows: none gathers
+    mark("logits_gather");
+    const size_t n = size_t(rows) * per;
+    comm_->all_gather(rank_logits_.get(), gathered_logits_.get(), n, DeviceDtype::F32, stream_);
+    const int V = desc_.vocab_size;
+    for (int r = 0; r < tp_.ranks && r * per < V; ++r) {
+      const int cols = std::min(per, V - r * per);
+      LMX_CUDA_CHECK(cudaMemcpy2DAsync(logits_.get() + size_t(r) * per, size_t(V) * sizeof(float),
+                                       gathered_logits_.get() + size_t(r) * n,
+                                       size_t(per) * sizeof(float), size_t(cols) * sizeof(float),
+                                       size_t(rows), cudaMemcpyDeviceToDevice, stream_));
+    }
   }
 
   // Smallest captured batch size that holds `seqs` decode tokens.
@@ -560,7 +635,7 @@ class CudaBackend final : public Backend {
     tune("up", every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
     tune("down", every_layer(&DeviceLayer::down), act_.get(), delta_.get(), H, I);
     tune("lm_head", {w_.head_weight().get()}, desc_.projects_embeddings() ? head_in_.get() : gathered_.get(),
-         logits_.get(), desc_.vocab_size, E);
+         tp_.ranks > 1 ? rank_logits_.get() : logits_.get(), int(w_.lm_head.out), E);
   }
 
   // A layer norm's weight as the norm kernels use it: ones once fold_norm_weights folded it.
@@ -757,6 +832,10 @@ class CudaBackend final : public Backend {
     gathered_ = DeviceBuffer<T_>(S * H);
     if (desc_.projects_embeddings()) head_in_ = DeviceBuffer<T_>(S * size_t(desc_.embed_dim));
     logits_ = DeviceBuffer<float>(S * size_t(desc_.vocab_size));
+    if (tp_.ranks > 1) {  // this rank's vocabulary rows, and every rank's gathered
+      rank_logits_ = DeviceBuffer<float>(S * size_t(w_.lm_head.out));
+      gathered_logits_ = DeviceBuffer<float>(size_t(tp_.ranks) * rank_logits_.size());
+    }
     sample_params_ = DeviceBuffer<kernels::SamplingRow>(S);
     sample_prev_ = DeviceBuffer<int32_t>(S * size_t(desc_.max_position_embeddings));
     sample_len_ = DeviceBuffer<int32_t>(S);
@@ -803,7 +882,11 @@ class CudaBackend final : public Backend {
                  free_bytes / 1073741824.0);
   }
 
-  DecoderDesc desc_;
+  DecoderDesc model_desc_;  // the whole model's (what desc() reports)
+  DecoderDesc desc_;        // this rank's: its heads, KV heads and intermediate rows
+  TensorParallelRank tp_;
+  std::unique_ptr<DeviceCommunicator> comm_;  // null at degree 1
+  int device_ = 0;                            // the GPU this rank runs on
   CudaBackendOptions opts_;
   DeviceWeights<T> w_;
   KvCacheShape kv_;
@@ -824,7 +907,8 @@ class CudaBackend final : public Backend {
   bool norms_folded_ = false;  // layer norm weights folded into the projections (fold_norm_weights)
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
-  DeviceBuffer<float> logits_;
+  DeviceBuffer<float> logits_;  // [sequences, vocab]
+  DeviceBuffer<float> rank_logits_, gathered_logits_;  // TP: [S, per], [ranks, S, per]
   DeviceBuffer<kernels::SamplingRow> sample_params_;  // [S] the step's draws
   DeviceBuffer<int32_t> sample_prev_, sample_len_;    // [S, positions], [S] penalty histories
   DeviceBuffer<int32_t> sample_ids_;                  // [S] drawn ids
@@ -844,8 +928,64 @@ class CudaBackend final : public Backend {
 };
 
 template <typename T>
-std::unique_ptr<Backend> build(const DecoderDesc& desc, DeviceWeights<T> w, const CudaBackendOptions& o) {
-  return std::make_unique<CudaBackend<T>>(desc, std::move(w), o);
+std::unique_ptr<Backend> build(const DecoderDesc& desc, TensorParallelRank tp,
+                               std::unique_ptr<DeviceCommunicator> comm, const ModelWeightRefs& refs,
+                               std::optional<uint64_t> seed, const CudaBackendOptions& o) {
+  DeviceWeights<T> w = seed ? random_weights<T>(refs, *seed) : upload_weights<T>(refs);
+  return std::make_unique<CudaBackend<T>>(desc, tp, std::move(comm), std::move(w), o);
+}
+
+// One rank on the current GPU: its slices of the weights, uploaded from the checkpoint (each
+// rank reads only its own) or random (`seed`, benchmarks).
+std::unique_ptr<Backend> make_rank(const DecoderDesc& desc, const ModelWeightRefs& refs,
+                                   std::optional<uint64_t> seed, TensorParallelRank tp,
+                                   std::unique_ptr<DeviceCommunicator> comm,
+                                   const CudaBackendOptions& o) {
+  const ModelWeightRefs mine = shard_weights(refs, desc, tp);
+  switch (o.dtype) {
+    case CudaDtype::F32: return build<float>(desc, tp, std::move(comm), mine, seed, o);
+    case CudaDtype::F16: return build<__half>(desc, tp, std::move(comm), mine, seed, o);
+    case CudaDtype::BF16: return build<__nv_bfloat16>(desc, tp, std::move(comm), mine, seed, o);
+  }
+  return nullptr;
+}
+
+// The GPU of a rank: one a rank from GPU 0 in this process; under mpirun the process's rank
+// among those of its host (Open MPI's local rank).
+int rank_device(const Communicator& host) {
+  if (!launched_by_mpi()) return host.rank();
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  return local ? std::atoi(local) : 0;
+}
+
+// Degree 1: the one rank, no communicator. More: launch_ranks (threads, or mpirun's processes),
+// each rank on its GPU with an NCCL communicator over the group.
+std::unique_ptr<Backend> make_group(const DecoderDesc& desc, const ModelWeightRefs& refs,
+                                    std::optional<uint64_t> seed, const CudaBackendOptions& o) {
+  if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
+  const int degree = o.tensor_parallel_degree;
+  rank_desc(desc, {0, degree});  // a degree that does not split the model, before any rank starts
+  if (degree == 1 && !launched_by_mpi()) return make_rank(desc, refs, seed, {0, 1}, nullptr, o);
+  const int gpus = cuda_device_count();
+  if (!launched_by_mpi() && degree > gpus)
+    throw_error("tensor_parallel_degree {} needs {} GPUs; {} are visible to this process", degree,
+                degree, gpus);
+  return launch_ranks(degree, [&](Communicator& host) {
+    // Every rank must reach NCCL's initialization, which waits for all of them: agree first that
+    // each has its GPU (a later failure is caught by the group's own agreement).
+    std::exception_ptr no_device;
+    try {
+      LMX_CUDA_CHECK(cudaSetDevice(rank_device(host)));
+    } catch (...) {
+      no_device = std::current_exception();
+    }
+    if (!all_ranks_ok(host, !no_device)) {
+      if (no_device) std::rethrow_exception(no_device);
+      throw_error("another tensor-parallel rank could not select its GPU");
+    }
+    return make_rank(desc, refs, seed, {host.rank(), host.size()}, DeviceCommunicator::create(host),
+                     o);
+  });
 }
 
 }  // namespace
@@ -857,32 +997,21 @@ CudaDtype parse_cuda_dtype(const std::string& name) {
   throw_error("dtype '{}' is not one of fp32, fp16, bf16", name);
 }
 
-bool cuda_device_available() {
+int cuda_device_count() {
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
+bool cuda_device_available() { return cuda_device_count() > 0; }
+
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& o) {
-  if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
   if (model.random_seed) return make_random_cuda_backend(model.desc, o, *model.random_seed);
-  switch (o.dtype) {
-    case CudaDtype::F32: return build(model.desc, upload_weights<float>(model.weights), o);
-    case CudaDtype::F16: return build(model.desc, upload_weights<__half>(model.weights), o);
-    case CudaDtype::BF16: return build(model.desc, upload_weights<__nv_bfloat16>(model.weights), o);
-  }
-  return nullptr;
+  return make_group(model.desc, model.weights, std::nullopt, o);
 }
 
 std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
                                                   const CudaBackendOptions& o, uint64_t seed) {
-  if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
-  const ModelWeightRefs shapes = describe_weights(desc);
-  switch (o.dtype) {
-    case CudaDtype::F32: return build(desc, random_weights<float>(shapes, seed), o);
-    case CudaDtype::F16: return build(desc, random_weights<__half>(shapes, seed), o);
-    case CudaDtype::BF16: return build(desc, random_weights<__nv_bfloat16>(shapes, seed), o);
-  }
-  return nullptr;
+  return make_group(desc, describe_weights(desc), seed, o);
 }
 
 }  // namespace lmx

@@ -56,10 +56,16 @@ struct CudaBackendOptions {
   bool profile = false;
   // Always use the generic attention kernel (tests compare it with the tuned ones).
   bool generic_attention = false;
+  // Ranks the model is split over (docs/tensor-parallel.md): one GPU each, GPUs 0..N-1 of this
+  // process (threads), or one a process under mpirun; NCCL between them. 1: one GPU, no NCCL.
+  int tensor_parallel_degree = 1;
 };
 
 bool cuda_device_available();
+int cuda_device_count();  // GPUs visible to this process (0 without a driver)
 
+// The model on opts.tensor_parallel_degree GPUs (one Backend to the caller; under mpirun,
+// processes other than 0 run the leader's steps inside this call and get null when it stops).
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& opts);
 // Random weights made directly in GPU memory (benchmarks): no files, no host copy.
 std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
