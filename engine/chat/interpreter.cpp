@@ -63,7 +63,7 @@ class Macro : public Callable {
                            : Value::undefined(fmt::format("parameter '{}' was not provided",
                                                           def_.params[i]));
     }
-    scope->vars["varargs"] = Value::list(std::move(varargs));
+    scope->vars["varargs"] = Value::list(std::move(varargs), true);  // a tuple in jinja2
     scope->vars["kwargs"] = Value::dict(std::move(kwargs));
     if (!caller.is_undefined()) scope->vars["caller"] = caller;
     std::string out;

@@ -1,6 +1,7 @@
 // Methods of str, dict and list that templates call (message.content.strip(), tool.items(), ...),
-// with the ImmutableSandboxedEnvironment's refusals: methods that modify a dict or list in place
-// (update, append, ...) are unsafe Undefineds; list.pop and list.clear are not on its list.
+// with the ImmutableSandboxedEnvironment's refusals (jinja2 3.1.6): methods that modify a dict or
+// list in place (update, pop, append, clear, ...) are unsafe Undefineds. jinja2 3.1.2 (Debian 12)
+// still allowed list.pop and list.clear; LMX follows the newer, stricter list.
 #include <algorithm>
 #include <set>
 
@@ -184,7 +185,7 @@ Value dict_method(Interpreter& in, const Value& self, const std::string& m, cons
 }
 
 Value list_method(Interpreter& in, const Value& self, const std::string& m, const CallArgs& a) {
-  List& l = const_cast<List&>(self.items());  // list.pop / clear mutate in place, as in Python
+  const List& l = self.items();
   if (m == "index" || m == "count") {
     const Value* x = arg(a, "value", 0);
     if (!x) in.fail(m + "() takes at least 1 argument (0 given)");
@@ -198,21 +199,6 @@ Value list_method(Interpreter& in, const Value& self, const std::string& m, cons
     return Value(n);
   }
   if (m == "copy") return Value::list(l, false);
-  if (self.is_tuple()) in.fail(fmt::format("'tuple' object has no attribute '{}'", m));
-  if (m == "pop") {
-    if (l.empty()) in.fail("IndexError: pop from empty list");
-    int64_t i = int_arg(in, a, "index", 0, -1);
-    const auto n = static_cast<int64_t>(l.size());
-    if (i < 0) i += n;
-    if (i < 0 || i >= n) in.fail("IndexError: pop index out of range");
-    Value v = l[static_cast<size_t>(i)];
-    l.erase(l.begin() + i);
-    return v;
-  }
-  if (m == "clear") {
-    l.clear();
-    return Value(None{});
-  }
   in.fail(fmt::format("list method '{}' is not supported", m));
 }
 
@@ -254,11 +240,11 @@ std::optional<Value> method(const Value& self, const std::string& name) {
     return bind(dict_method);
   }
   if (self.is_list()) {
-    if (!self.is_tuple() && (name == "append" || name == "reverse" || name == "insert" ||
-                             name == "sort" || name == "extend" || name == "remove"))
+    if (!self.is_tuple() && (name == "append" || name == "clear" || name == "pop" ||
+                             name == "reverse" || name == "insert" || name == "sort" ||
+                             name == "extend" || name == "remove"))
       return unsafe();
-    if (name != "index" && name != "count" && name != "copy" &&
-        (self.is_tuple() || (name != "pop" && name != "clear")))
+    if (name != "index" && name != "count" && (self.is_tuple() || name != "copy"))
       return std::nullopt;
     return bind(list_method);
   }

@@ -90,12 +90,25 @@ std::string icu_case(std::string_view s, bool to_upper) {
 
 bool is_cased(char32_t c) { return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_CASED); }
 
-std::string map_one(char32_t c, int how) {  // 0 lower, 1 upper, 2 title
+// Full title-case mapping of one code point (Python's str.title: 'ß' -> 'Ss', 'ﬁ' -> 'Fi').
+std::string title_one(char32_t c) {
   std::string one;
-  if (how == 2) {
-    append_utf8(one, static_cast<char32_t>(u_totitle(static_cast<UChar32>(c))));
-    return one;
-  }
+  append_utf8(one, c);
+  if (c < 0x80) return icu_case(one, true);
+  const std::u16string src = to_utf16(one);
+  std::u16string dst(16, u'\0');
+  UErrorCode status = U_ZERO_ERROR;
+  const int32_t n = u_strToTitle(reinterpret_cast<UChar*>(dst.data()), static_cast<int32_t>(dst.size()),
+                                 reinterpret_cast<const UChar*>(src.data()),
+                                 static_cast<int32_t>(src.size()), nullptr, "", &status);
+  if (U_FAILURE(status)) return one;
+  dst.resize(static_cast<size_t>(n));
+  return from_utf16(dst);
+}
+
+std::string map_one(char32_t c, int how) {  // 0 lower, 1 upper, 2 title
+  if (how == 2) return title_one(c);
+  std::string one;
   append_utf8(one, c);
   return icu_case(one, how == 1);
 }

@@ -31,6 +31,19 @@ def default_cache():
     return os.path.join(base, "chat-templates")
 
 
+def read_snippets(path):
+    """snippets.txt: "### name" lines, each followed by its template text."""
+    snippets, name = {}, None
+    with open(path, encoding="utf-8", newline="") as f:
+        for line in f:
+            if line.startswith("### "):
+                name = line[4:].strip()
+                snippets[name] = ""
+            elif name is not None:
+                snippets[name] += line
+    return snippets
+
+
 def run_lmx(lmx, template, case_path, case, tmp):
     cmd = [lmx, "render-chat", "--template", template, "--json"]
     name = os.path.basename(case_path)[:-5]
@@ -76,6 +89,7 @@ def main():
     ap.add_argument("--lmx", required=True)
     ap.add_argument("--templates", default=default_cache())
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"))
+    ap.add_argument("--snippets", default=os.path.join(HERE, "snippets.txt"))
     ap.add_argument("--only")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
@@ -83,9 +97,12 @@ def main():
         print(f"chat templates are missing from {args.templates}: run `bash scripts/fetch_chat_templates.sh`"
               " (or set LMX_CHAT_TEMPLATE_CACHE)", file=sys.stderr)
         return 1
-    templates = sorted(f for f in os.listdir(args.templates) if f.endswith(".jinja"))
+    templates = [os.path.join(args.templates, f) for f in sorted(os.listdir(args.templates))
+                 if f.endswith(".jinja")]
+    snippets = read_snippets(args.snippets) if args.snippets else {}
     if args.only:
         templates = [t for t in templates if args.only in t]
+        snippets = {k: v for k, v in snippets.items() if args.only in k}
     cases = sorted(f for f in os.listdir(args.cases) if f.endswith(".json"))
     loaded = {}
     for c in cases:
@@ -94,6 +111,12 @@ def main():
 
     jobs = []
     with tempfile.TemporaryDirectory() as tmp:
+        os.mkdir(os.path.join(tmp, "snippets"))
+        for name, text in snippets.items():
+            path = os.path.join(tmp, "snippets", name + ".jinja")
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            templates.append(path)
         for c in cases:  # write each case's files once, before the parallel runs
             name = c[:-5]
             for key in ("messages", "tools", "documents"):
@@ -101,8 +124,8 @@ def main():
                     with open(os.path.join(tmp, f"{name}.{key}.json"), "w", encoding="utf-8") as f:
                         json.dump(loaded[c][key], f, ensure_ascii=False)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            for t in templates:
-                path = os.path.join(args.templates, t)
+            for path in templates:
+                t = ("snippet " if os.path.dirname(path).endswith("snippets") else "") + os.path.basename(path)
                 with open(path, encoding="utf-8", newline="") as f:
                     source = f.read()
                 for c in cases:
@@ -136,7 +159,8 @@ def main():
         print(f"{t} is listed in KNOWN_UNSUPPORTED but now agrees everywhere: remove it")
     total = len(results)
     print(f"reference: jinja2 {reference.jinja2.__version__} ({reference.jinja2.__file__})")
-    print(f"chat differential: {len(templates)} templates x {len(cases)} conversations = {total} renderings; "
+    real = len(templates) - len(snippets)
+    print(f"chat differential: {real} real templates + {len(snippets)} feature snippets x {len(cases)} conversations = {total} renderings; "
           f"{identical + both_error} agree ({identical} byte-identical texts, {both_error} errors on both sides), "
           f"{len(failures)} mismatches, {len(known)} known unsupported")
     return 1 if failures or fixed else 0
