@@ -9,6 +9,7 @@ int run_config(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_shapes(int argc, char** argv);
+int run_perplexity(int argc, char** argv);
 int run_render_chat(int argc, char** argv);
 
 }  // namespace lmx::cli

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"tokenize", lmx::cli::run_tokenize, "encode text (or decode ids) with a model's tokenizer"},
     {"bench", lmx::cli::run_bench, "prefill / decode speed on the GPU (random weights or a model)"},
     {"shapes", lmx::cli::run_shapes, "known benchmark shapes, or one's config.json"},
+    {"perplexity", lmx::cli::run_perplexity, "perplexity of a model on a text file (paragraphs)"},
     {"render-chat", lmx::cli::run_render_chat, "render chat messages with a model's chat template"},
 };
 

@@ -70,4 +70,6 @@ std::string_view to_string(KvCacheDtype v) {
   return "?";
 }
 
+bool valid_quantize_group_size(long long n) { return n >= 4 && n <= 65536 && (n & (n - 1)) == 0; }
+
 }  // namespace lmx::properties

@@ -20,4 +20,10 @@ std::string_view to_string(RollingBatch v);
 std::string_view to_string(OutputFormatter v);
 std::string_view to_string(KvCacheDtype v);  // Fp8E4m3 -> "fp8_e4m3"
 
+// option.quantize_group_size (dynamic_int8): input columns per scale, a power of two from 4 to
+// 65536 (whole 32-bit words of int8 values; 64 or 128 are the usual choices). Whether it divides
+// each projection's input size is checked when the model loads (docs/quantization.md).
+bool valid_quantize_group_size(long long n);
+inline constexpr std::string_view kQuantizeGroupSizeAllowed = "a power of two from 4 to 65536";
+
 }  // namespace lmx::properties

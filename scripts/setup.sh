@@ -17,6 +17,7 @@ packages=(
   curl python3
   python3-boto3          # the SageMaker runtime client in the end-to-end tests
   python3-jinja2         # the chat-template differential test's oracle (never used at run time)
+  python3-numpy          # scripts/perplexity_reference.py: the independent reference of lmx perplexity
   libopenmpi-dev openmpi-bin  # multi-process tensor-parallel ranks (mpirun), engine/parallel
 )
 

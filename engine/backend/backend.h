@@ -22,6 +22,9 @@ struct BatchChunk {
   int start_position = 0;                // position of tokens[0] = tokens already in the cache
   std::span<const int32_t> block_table;  // KV blocks covering start_position + tokens.size()
   bool compute_logits = true;            // logits of the chunk's last token
+  // Logits of every token of the chunk instead (scoring a text: lmx perplexity); only on
+  // backends whose supports_all_logits() is true, and not through forward_sample.
+  bool all_logits = false;
 };
 
 // The draw for one logits row (the i-th chunk with compute_logits, in chunk order).
@@ -50,8 +53,13 @@ class Backend {
   // Ranks the model is split over (engine/parallel/rank_group.h); 1 when it runs whole.
   virtual int tensor_parallel_degree() const { return 1; }
 
+  // Whether forward() honours BatchChunk::all_logits. Callers check it first: the CPU backend
+  // (one rank) does; a backend without it may refuse the flag or ignore it.
+  virtual bool supports_all_logits() const { return false; }
+
   // Runs the chunks, appending their K/V to the cache, and writes the logits of every chunk with
-  // compute_logits, in chunk order: logits is resized to [count, vocab] fp32, host.
+  // compute_logits (one row, its last token) or all_logits (one row a token), in chunk order:
+  // logits is resized to [rows, vocab] fp32, host.
   virtual void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) = 0;
 
   // Runs the chunks as forward() does, for a tensor-parallel rank other than the leader: the same

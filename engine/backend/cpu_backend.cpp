@@ -6,6 +6,7 @@
 #include "engine/backend/alibi.h"
 #include "engine/backend/rope.h"
 #include "engine/core/error.h"
+#include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/parallel/communicator.h"
 #include "kernels/activation.h"
@@ -15,6 +16,7 @@
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
+#include "quant/int8.h"
 
 namespace lmx {
 namespace {
@@ -30,6 +32,37 @@ const float* ptr_or_null(const Buffer& b) { return b.empty() ? nullptr : b.data(
 // The kernels' view of a projection: weight [out, in] and bias [out] (or null), host fp32.
 kernels::LinearWeights<float> view(const CpuLinear& L) {
   return {L.weight.data(), ptr_or_null(L.bias), int(L.out), int(L.in)};
+}
+
+// A quantized projection's view (quant/int8.h): int8 [out, in], fp32 scales [out, in / group].
+quant::W8A16Weights int8_view(const CpuLinear& L) {
+  return {L.q.values.data(), L.q.scales.data(), ptr_or_null(L.bias), int(L.out), int(L.in),
+          int(L.quant.group_for(L.in))};
+}
+
+// option.quantize=dynamic_int8: every projection the description marks (engine/model/
+// quantization.h) is quantized from its fp32 copy, which is then freed. Under tensor parallelism
+// each rank quantizes its own slice (per-channel scales then span the rank's columns of a
+// row-parallel projection). A tied head gets a quantized copy of the embedding, which itself
+// stays fp32.
+void quantize_weights(ModelWeights<Buffer>& w, TensorParallelRank tp) {
+  if (w.lm_head.quant.quantized() && w.lm_head_tied) {
+    w.lm_head.weight = w.embed;
+    w.lm_head_tied = false;
+  }
+  for_each_linear(w, [&](CpuLinear& L, const std::string& label) {
+    if (!L.quant.quantized()) return;
+    const std::string what =
+        tp.ranks > 1 ? fmt::format("{} (tensor-parallel rank {} of {})", label, tp.rank, tp.ranks)
+                     : label;
+    const int64_t group = L.quant.group_for(L.in);
+    quant::check_int8_shape(what.c_str(), L.out, L.in, group);
+    L.q.values.resize(size_t(L.out * L.in));
+    L.q.scales.resize(size_t(L.out * (L.in / group)));
+    quant::cpu::quantize_int8(what.c_str(), L.weight.data(), L.out, L.in, group,
+                              L.q.values.data(), L.q.scales.data());
+    Buffer().swap(L.weight);
+  });
 }
 
 class CpuBackend final : public Backend {
@@ -53,6 +86,7 @@ class CpuBackend final : public Backend {
                              [](const WeightRef& ref, WeightKind) {
                                return ref.present() ? materialize_f32(ref) : Buffer{};
                              });
+    quantize_weights(w_, tp_);
     if (desc_.positions == PositionKind::Rotary) inv_freq_ = rope_inv_freq(desc_.rope);
     if (desc_.positions == PositionKind::Alibi) {  // this rank's heads' slopes
       const auto slopes = alibi_slopes(desc_.num_heads);
@@ -68,6 +102,8 @@ class CpuBackend final : public Backend {
   const DecoderDesc& desc() const override { return desc_; }
   const KvCacheShape& kv_shape() const override { return kv_; }
   std::string name() const override { return "cpu"; }
+  // One rank only: the other ranks of a group would not know which rows to compute.
+  bool supports_all_logits() const override { return tp_.ranks == 1; }
   std::string kv_cache_dtype_name() const override {
     return kv_.dtype == kernels::KvDtype::fp8_e4m3 ? "fp8_e4m3" : "fp32";
   }
@@ -119,7 +155,13 @@ class CpuBackend final : public Backend {
         positions_.push_back(c.start_position + int(i));
         token_seq_.push_back(int32_t(s));
       }
-      if (c.compute_logits) logit_rows_.push_back(int(ids_.size()) - 1);
+      if (c.all_logits) {
+        if (!supports_all_logits())
+          throw_error("batch chunk {} asks for all_logits, which a tensor-parallel rank cannot give", s);
+        for (size_t i = c.tokens.size(); i > 0; --i) logit_rows_.push_back(int(ids_.size() - i));
+      } else if (c.compute_logits) {
+        logit_rows_.push_back(int(ids_.size()) - 1);
+      }
     }
   }
 
@@ -153,16 +195,22 @@ class CpuBackend final : public Backend {
     return w_.position_embed.data() + size_t(desc_.position_offset) * desc_.hidden_size;
   }
 
-  // y [rows, out] = x [rows, in] · W^T + b.
+  // y [rows, out] = x [rows, in] · W^T + b, fp32 or W8A16 (dequant(W), fp32 accumulation) as
+  // the Linear is stored.
   void linear(const CpuLinear& L, const float* x, float* y, int rows) const {
-    k::linear(x, view(L), y, rows);
+    if (L.quant.quantized())
+      quant::cpu::w8a16_linear(x, int8_view(L), y, rows);
+    else
+      k::linear(x, view(L), y, rows);
   }
 
-  // The LM head's view: its weight may be the tied embedding (head_weight()); shape and bias are
-  // lm_head's ([vocab, embed_dim], [vocab] or none).
-  kernels::LinearWeights<float> head_view() const {
-    return {w_.head_weight().data(), ptr_or_null(w_.lm_head.bias), int(w_.lm_head.out),
-            int(w_.lm_head.in)};
+  // logits [rows, lm_head.out] = LM head (x [rows, embed_dim]): its weight may be the tied
+  // embedding (head_weight()); shape, bias and quantization are lm_head's.
+  void head(const float* x, float* logits, int rows) const {
+    if (w_.lm_head.quant.quantized()) return linear(w_.lm_head, x, logits, rows);
+    const kernels::LinearWeights<float> view{w_.head_weight().data(), ptr_or_null(w_.lm_head.bias),
+                                             int(w_.lm_head.out), int(w_.lm_head.in)};
+    k::linear(x, view, logits, rows);
   }
 
   void norm(const CpuNorm& n, const float* in, float* out, int rows) const {
@@ -273,13 +321,13 @@ class CpuBackend final : public Backend {
     const size_t V = size_t(desc_.vocab_size), per = size_t(w_.lm_head.out);
     if (tp_.ranks == 1) {
       logits.resize(size_t(rows) * V);
-      k::linear(head_in, head_view(), logits.data(), rows);
+      head(head_in, logits.data(), rows);
       return;
     }
     // Vocabulary-parallel head: this rank's [rows, per] logits, gathered as [ranks][rows, per],
     // then laid out [rows, vocab] (the padding rows past the vocabulary dropped).
     local_logits_.resize(size_t(rows) * per);
-    k::linear(head_in, head_view(), local_logits_.data(), rows);
+    head(head_in, local_logits_.data(), rows);
     gathered_.resize(size_t(tp_.ranks) * local_logits_.size());
     comm_->all_gather(local_logits_.data(), gathered_.data(), local_logits_.size());
     logits.resize(size_t(rows) * V);

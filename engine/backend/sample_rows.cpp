@@ -38,6 +38,8 @@ void Backend::forward_sample(std::span<const BatchChunk> chunks, std::span<const
                              std::span<SampledToken> out, std::vector<float>* logits) {
   std::vector<float> local;
   std::vector<float>& l = logits ? *logits : local;
+  for (const BatchChunk& c : chunks)
+    if (c.all_logits) throw_error("forward_sample draws one token a chunk: all_logits is for forward()");
   forward(chunks, l);
   const size_t V = size_t(desc().vocab_size);
   check_sample_rows(rows.size(), out.size(), l.size() / V);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -74,18 +75,56 @@ struct ShardSpec {
 std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardSpec& spec, int64_t extent,
                                                       int rank, int ranks);
 
-enum class QuantKind { None };  // W8A16 / W8A8 arrive with the quantization issues
+// How a projection's weight is stored (option.quantize, docs/quantization.md):
+//   None: in the backend's dtype.
+//   W8A16PerChannel: int8 [out, in] + fp32 scales [out], one a row over the columns the Linear
+//     holds (a rank's columns under row parallelism); activations stay in the compute dtype.
+//   W8A16Grouped: int8 [out, in] + fp32 scales [out, in / group], one a row per `group` input
+//     columns (whole groups per rank: `group` divides every rank's columns).
+// The description (LinearRef) says what is wanted; a backend that holds it quantizes the weight
+// after materializing it (quant/int8.h) and its linear dispatches on the kind.
+enum class QuantKind { None, W8A16PerChannel, W8A16Grouped };
+
+struct LinearQuant {
+  QuantKind kind = QuantKind::None;
+  int64_t group = 0;  // W8A16Grouped: input columns per scale; 0 otherwise
+
+  bool quantized() const { return kind != QuantKind::None; }
+  // Input columns one scale covers in a Linear of `in` columns.
+  int64_t group_for(int64_t in) const { return kind == QuantKind::W8A16Grouped ? group : in; }
+};
+
+// Where a backend keeps a quantized weight, by its Buffer type: empty (the backend cannot hold
+// one: map_weights refuses quantized Linears for it) unless specialized below.
+template <typename Buffer>
+struct QuantStorage {};
+
+// Host memory (the CPU backend): the weight's int8 values and fp32 scales; Linear::weight is
+// then empty.
+template <>
+struct QuantStorage<std::vector<float>> {
+  std::vector<int8_t> values;  // [out, in]
+  std::vector<float> scales;   // [out, in / group]
+};
+
+// Whether a Linear<Buffer> can carry a quantized weight: the description (a request) and the
+// buffers with a QuantStorage.
+template <typename Buffer>
+inline constexpr bool kHoldsQuantized = !std::is_empty_v<QuantStorage<Buffer>>;
+template <>
+inline constexpr bool kHoldsQuantized<WeightRef> = true;
 
 // A projection with its weight held in `Buffer`: a WeightRef (the model's description), host fp32
 // (CPU backend) or device memory (CUDA backend). Same spec everywhere; backends map one into the
 // other with map_weights (engine/model/model_weights.h).
 template <typename Buffer>
 struct Linear {
-  Buffer weight;  // [out, in]
+  Buffer weight;  // [out, in]; empty once quantized into `q`
   Buffer bias;    // [out], empty when the projection has none
   int64_t out = 0, in = 0;
   ShardSpec shard;
-  QuantKind quant = QuantKind::None;
+  LinearQuant quant;
+  [[no_unique_address]] QuantStorage<Buffer> q;  // the quantized weight, when quant.quantized()
 
   bool present() const { return out > 0; }
   bool has_bias() const { return !bias.empty(); }

@@ -3,13 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/core/error.h"
+#include "engine/model/quantization.h"
 
 namespace lmx {
 
-LoadedModel load_model(const std::filesystem::path& model_dir) {
+LoadedModel load_model(const std::filesystem::path& model_dir, const LinearQuant& quant) {
   LoadedModel m;
   m.dir = model_dir;
   m.config = ModelConfig::load(model_dir);
+  check_quantizable(m.config, quant);
   m.architecture = &find_architecture(m.config.architecture());
   m.desc = m.architecture->describe(m.config);
   const auto random = m.config.raw().find("lmx_random_weights");
@@ -25,6 +27,7 @@ LoadedModel load_model(const std::filesystem::path& model_dir) {
     m.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(model_dir));
     m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc));
   }
+  if (quant.quantized()) request_quantization(m.weights, quant);
   spdlog::info("loaded {} from {}: {} layers, hidden {}, {} heads / {} kv heads, vocab {}",
                m.desc.architecture, model_dir.string(), m.desc.num_layers, m.desc.hidden_size,
                m.desc.num_heads, m.desc.num_kv_heads, m.desc.vocab_size);

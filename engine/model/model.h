@@ -26,7 +26,9 @@ struct LoadedModel {
 };
 
 // Reads config.json (+ generation_config.json), picks the architecture and resolves every weight.
-// Throws lmx::Error naming the file, key or tensor on any problem.
-LoadedModel load_model(const std::filesystem::path& model_dir);
+// With `quant` (option.quantize=dynamic_int8, engine/model/quantization.h) every projection is
+// marked for int8 storage: an already-quantized checkpoint or a group size that does not divide
+// a projection is refused. Throws lmx::Error naming the file, key or tensor on any problem.
+LoadedModel load_model(const std::filesystem::path& model_dir, const LinearQuant& quant = {});
 
 }  // namespace lmx

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "engine/core/error.h"
 #include "engine/model/linear.h"
 
 namespace lmx {
@@ -54,6 +55,13 @@ ModelWeights<To> map_weights(const ModelWeights<From>& w, Make&& make) {
     out.in = l.in;
     out.shard = l.shard;
     out.quant = l.quant;
+    if constexpr (!kHoldsQuantized<To>) {
+      if (l.quant.quantized())
+        throw_error("a quantized projection ([{}, {}], option.quantize=dynamic_int8) cannot be held "
+                    "by this backend yet: W8A16 weights run on the CPU backend only until the CUDA "
+                    "kernels land",
+                    l.out, l.in);
+    }
     return out;
   };
   ModelWeights<To> m;

@@ -39,6 +39,10 @@ TensorView parse_entry(const std::string& name, const json& entry, std::span<con
   view.name = name;
   const std::string dtype = entry["dtype"].get<std::string>();
   auto parsed = dtype_from_safetensors(dtype);
+  if (!parsed && (dtype == "F8_E4M3" || dtype == "F8_E5M2"))  // an fp8 checkpoint
+    throw_error("{}: dtype {} (fp8 weights) is not supported: LMX loads F32, F16 and BF16 "
+                "checkpoints (option.quantize=dynamic_int8 quantizes those to int8 itself)",
+                where, dtype);
   if (!parsed) throw_error("{}: unknown dtype '{}'", where, dtype);
   view.dtype = *parsed;
   for (const json& d : entry["shape"]) {

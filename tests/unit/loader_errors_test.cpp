@@ -186,6 +186,16 @@ TEST_F(MalformedFileTest, UnknownDtype) {
   expect_error([&] { load(); }, {"unknown dtype 'F8_E9'"});
 }
 
+TEST_F(MalformedFileTest, Fp8CheckpointIsNamed) {
+  const std::string header = R"({"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})";
+  const uint64_t len = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &len, 8);
+  write_weights(out + header + std::string(1, '\0'));
+  expect_error([&] { load(); }, {"tensor 'x': dtype F8_E4M3 (fp8 weights) is not supported",
+                                 "option.quantize=dynamic_int8 quantizes those"});
+}
+
 TEST_F(MalformedFileTest, NegativeOrBadOffsets) {
   const std::string header = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})";
   const uint64_t len = header.size();

@@ -1,0 +1,52 @@
+// option.quantize=dynamic_int8 as the model description carries it: every projection's
+// LinearQuant (engine/model/linear.h) says how a backend stores its weight. The backend
+// quantizes after materializing (each tensor-parallel rank its own slice); see
+// docs/quantization.md.
+#pragma once
+
+#include <optional>
+
+#include "engine/model/model_config.h"
+#include "engine/model/weight_map.h"
+#include "properties/config_enums.h"
+
+namespace lmx {
+
+// dynamic_int8's LinearQuant: per output channel without a group size, else grouped. Throws
+// lmx::Error for a group size that is not a power of two from 4 to 65536.
+LinearQuant dynamic_int8(std::optional<int> group_size = std::nullopt);
+
+// The configuration's option.quantize (+ option.quantize_group_size) as the loader takes it:
+// None, or dynamic_int8 as above. smoothquant is refused (not built).
+LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_size);
+
+// Refuses a checkpoint that is already quantized (config.json `quantization_config`, e.g. GPTQ,
+// AWQ, bitsandbytes or fp8 checkpoints) with an error naming its method: dynamic_int8 quantizes
+// F32 / F16 / BF16 weights. (fp8 tensors, F8_E4M3 / F8_E5M2, are refused by the loader.)
+void check_quantizable(const ModelConfig& config, const LinearQuant& quant);
+
+// Marks every projection (qkv, o, up, down, project_in / out and the LM head, tied or not; not
+// the embedding) for `quant`. Throws lmx::Error naming the tensor and its sizes when the group
+// size does not divide a projection's input size.
+void request_quantization(ModelWeightRefs& weights, const LinearQuant& quant);
+
+// Calls f(linear, label) for every present projection, in load order; label names it in errors
+// ("layer 3 qkv", "lm_head").
+template <typename Buffer, typename F>
+void for_each_linear(ModelWeights<Buffer>& w, F&& f) {
+  const auto visit = [&](Linear<Buffer>& l, const std::string& label) {
+    if (l.present()) f(l, label);
+  };
+  visit(w.project_in, "project_in");
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const std::string layer = "layer " + std::to_string(i) + " ";
+    visit(w.layers[i].qkv, layer + "qkv");
+    visit(w.layers[i].o, layer + "o");
+    visit(w.layers[i].up, layer + "up");
+    visit(w.layers[i].down, layer + "down");
+  }
+  visit(w.project_out, "project_out");
+  visit(w.lm_head, "lm_head");
+}
+
+}  // namespace lmx
