@@ -37,7 +37,8 @@ void ping(HttpSession& s) {
   if (st == ModelState::Failed) body["error"] = m.load_error();
   if (st == ModelState::Ready) {  // which implementation serves the model, and why
     const json engine = m.health().value("engine", json::object());
-    for (const char* key : {"architecture", "device", "path", "path_reason", "tensor_parallel"})
+    for (const char* key :
+         {"architecture", "device", "path", "path_reason", "tensor_parallel", "replica_count"})
       if (engine.contains(key)) body[key] = engine[key];
   }
   s.respond(st == ModelState::Ready ? 200 : 503, dump_json(body));

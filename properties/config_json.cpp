@@ -9,6 +9,7 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.model_id") return c.model_id.empty() ? c.model_path.string() : c.model_id;
   if (key == "option.revision") return c.revision.empty() ? json() : json(c.revision);
   if (key == "option.tensor_parallel_degree") return c.tensor_parallel_degree;
+  if (key == "option.max_replicas") return c.max_replicas;
   if (key == "option.dtype") return to_string(c.dtype);
   if (key == "option.kv_cache_dtype") return to_string(c.kv_cache_dtype);
   if (key == "option.max_tokens") return c.max_tokens;

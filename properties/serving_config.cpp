@@ -24,6 +24,7 @@ const std::vector<std::string> kKnownKeys = {
     "option.model_id",
     "option.revision",
     "option.tensor_parallel_degree",
+    "option.max_replicas",
     "option.dtype",
     "option.kv_cache_dtype",
     "option.max_tokens",
@@ -159,6 +160,7 @@ class Resolver {
   void run() {
     resolve_device();
     resolve_tensor_parallel();
+    resolve_replicas();
     resolve_dtype();
     resolve_kv_cache_dtype();
     resolve_quantization();
@@ -329,6 +331,28 @@ class Resolver {
     } else {
       conflict(key, v, fmt::format("only {} GPU(s) are visible to this process", gpus));
     }
+  }
+
+  // Whole-model copies, each on tensor_parallel_degree GPUs of its own. Default: as many as fit
+  // (cuda: visible GPUs / degree; cpu: 1). On cpu any count runs (copies of the CPU reference).
+  void resolve_replicas() {
+    const std::string key = "option.max_replicas";
+    const int tp = cfg_.tensor_parallel_degree, gpus = env_.gpu_count;
+    const bool cuda = cfg_.device == Device::Cuda;
+    const int fit = cuda ? std::max(1, gpus / tp) : 1;
+    const RawValue* v = take(key);
+    if (v == nullptr) {
+      cfg_.max_replicas = fit;
+      if (fit > 1) note(key, fmt::format("as many as fit: {} GPU(s) / degree {}", gpus, tp));
+      return;
+    }
+    const auto n = parse_integer(trim(v->text));
+    if (!n || *n < 1 || *n > 4096) return invalid(*v, "a positive integer (whole-model copies)");
+    cfg_.max_replicas = static_cast<int>(*n);
+    if (cuda && cfg_.max_replicas * tp > std::max(1, gpus))
+      conflict(key, v, fmt::format("{} replicas of tensor_parallel_degree {} need {} GPUs; {} are "
+                                   "visible to this process", cfg_.max_replicas, tp,
+                                   cfg_.max_replicas * tp, gpus));
   }
 
   void resolve_dtype() {

@@ -35,6 +35,7 @@ struct ServingConfig {
   std::string revision;              // option.revision: accepted, unused (no downloads)
 
   int tensor_parallel_degree = 1;  // `max` already resolved to the GPU count
+  int max_replicas = 1;  // whole-model copies; unset: as many as fit (visible GPUs / degree)
   Dtype dtype = Dtype::Auto;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // how the KV cache stores K and V
   int max_tokens = 1024;  // prompt + generated tokens per request

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -16,6 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/api/replicated_engine.h"
 #include "engine/backend/cpu_backend.h"
 #if LMX_HAVE_CUDA_BACKEND
 #include "engine/backend/cuda/cuda_backend.h"
@@ -76,8 +79,9 @@ CudaDtype cuda_dtype(properties::Dtype d, const ModelConfig& model) {
 #endif
 
 // The backend the configuration names, with the KV cache of its memory plan.
+// Replica `replica` of option.max_replicas runs on GPUs [replica * degree, (replica + 1) * degree).
 std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
-                                      const LoadedModel& model) {
+                                      const LoadedModel& model, int replica) {
   if (config.device == properties::Device::Cpu)
     return make_cpu_backend(model, plan_cpu_kv(config, model.desc), config.tensor_parallel_degree);
   if (config.tensor_parallel_degree > 1)
@@ -93,6 +97,7 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
   o.max_step_tokens = std::max(config.max_rolling_batch_prefill_tokens, config.max_rolling_batch_size);
   o.cuda_graphs = config.enable_cuda_graph;
   o.fused = model.architecture->fused_policy;
+  o.first_device = replica * config.tensor_parallel_degree;
   return make_cuda_backend(model, o);
 #else
   throw_error("option.device=cuda: this build has no CUDA backend");
@@ -116,11 +121,11 @@ struct Pending {
 
 class EngineImpl final : public Engine {
  public:
-  explicit EngineImpl(const properties::ServingConfig& config)
+  EngineImpl(const properties::ServingConfig& config, int replica)
       : config_(config),
         model_(load_model(config.model_path)),
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
-        backend_(make_backend(config, model_)),
+        backend_(make_backend(config, model_, replica)),
         kv_cache_dtype_(backend_->kv_cache_dtype_name()),
         scheduler_(*backend_,
                    {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
@@ -432,7 +437,26 @@ class EngineImpl final : public Engine {
 }  // namespace
 
 std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) {
-  return std::make_unique<EngineImpl>(config);
+  if (config.max_replicas <= 1) return std::make_unique<EngineImpl>(config, 0);
+  // Replicas load side by side (each on its own GPUs); the first failure is the set's.
+  std::vector<std::future<std::unique_ptr<Engine>>> loading;
+  for (int r = 0; r < config.max_replicas; ++r)
+    loading.push_back(std::async(std::launch::async, [&config, r]() -> std::unique_ptr<Engine> {
+      return std::make_unique<EngineImpl>(config, r);
+    }));
+  std::vector<std::unique_ptr<Engine>> replicas;
+  std::exception_ptr error;
+  for (auto& f : loading) {
+    try {
+      replicas.push_back(f.get());
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  spdlog::info("{} replicas of the model, each on tensor_parallel_degree {}", replicas.size(),
+               config.tensor_parallel_degree);
+  return make_replicated_engine(std::move(replicas));
 }
 
 }  // namespace lmx

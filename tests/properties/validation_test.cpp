@@ -52,7 +52,6 @@ const std::vector<BadValue> kBadValues = {
     {"option.tensor_parallel_degree", "two", "a positive integer or max"},
     {"option.tensor_parallel_degree", "1.5", "a positive integer or max"},
     {"option.dtype", "fp8", "fp32, fp16, bf16, auto"},
-    {"option.dtype", "int8", "option.quantize=dynamic_int8"},
     {"option.kv_cache_dtype", "fp8_e5m2", "auto, fp8, fp8_e4m3"},
     {"option.kv_cache_dtype", "int8", "auto, fp8, fp8_e4m3"},
     {"option.kv_cache_dtype", "fp16", "auto, fp8, fp8_e4m3"},
@@ -135,8 +134,7 @@ struct Unsupported {
 const std::vector<Unsupported> kUnsupported = {
     {"option.dtype", "fp16", "dtype fp32, auto"},
     {"option.dtype", "bf16", "dtype fp32, auto"},
-    {"option.quantize", "dynamic_int8", "no quantization"},
-    {"option.quantize", "smoothquant", "no quantization"},
+    {"option.quantize", "smoothquant", "quantize dynamic_int8 on cpu"},
     {"option.device", "cuda", "device cpu"},
     {"option.enable_cuda_graph", "true", "enable_cuda_graph=false"},
     {"option.task", "text2text-generation", "task text-generation"},
@@ -156,12 +154,12 @@ TEST(Validation, ValidButUnsupportedValuesSaySo) {
 
 TEST(Validation, CapabilitiesTableIsHonoured) {
   // The same value passes once the engine owners widen the table.
-  TempModelDir dir("option.quantize=dynamic_int8\n");
+  TempModelDir dir("option.quantize=smoothquant\n");
   EngineCapabilities caps = EngineCapabilities::cpu_only();
   EXPECT_FALSE(error_of(dir, {}, 0, caps).empty());
-  caps.quantize.insert(Quantize::DynamicInt8);
+  caps.quantize[Device::Cpu].insert(Quantize::SmoothQuant);
   EXPECT_EQ(load_serving_config(dir.path(), Environment::from_map({}), caps).quantize,
-            Quantize::DynamicInt8);
+            Quantize::SmoothQuant);
 }
 
 TEST(Validation, HalfPrecisionNeedsCuda) {
@@ -301,6 +299,27 @@ TEST(Validation, ValidEdgeValuesAreAccepted) {
   EXPECT_EQ(*c.smoothquant_alpha, 0.0);
   EXPECT_FALSE(c.trust_remote_code);
   EXPECT_EQ(c.batch_size, 2);
+}
+
+}  // namespace
+
+namespace {
+
+// option.max_replicas: as many as fit by default (visible GPUs / degree on cuda, 1 on cpu); more
+// than the GPUs hold is an error naming the numbers; on cpu any count runs.
+TEST(Validation, ReplicasFitTheGpus) {
+  TempModelDir dir;
+  const auto caps = EngineCapabilities::everything();
+  EXPECT_EQ(load(dir, {}, 8, caps).max_replicas, 8);
+  EXPECT_EQ(load(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}}, 8, caps).max_replicas, 4);
+  EXPECT_EQ(load(dir, {{"TENSOR_PARALLEL_DEGREE", "3"}}, 8, caps).max_replicas, 2);
+  EXPECT_EQ(load(dir, {}, 0, caps).max_replicas, 1);
+  EXPECT_EQ(load(dir, {{"OPTION_MAX_REPLICAS", "3"}, {"OPTION_DEVICE", "cpu"}}, 0, caps).max_replicas,
+            3);
+  const std::string e =
+      error_of(dir, {{"OPTION_MAX_REPLICAS", "3"}, {"TENSOR_PARALLEL_DEGREE", "2"}}, 4, caps);
+  EXPECT_TRUE(contains(e, "3 replicas of tensor_parallel_degree 2 need 6 GPUs; 4 are visible"));
+  EXPECT_TRUE(contains(error_of(dir, {{"OPTION_MAX_REPLICAS", "0"}}, 1, caps), "a positive integer"));
 }
 
 }  // namespace

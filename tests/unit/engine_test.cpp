@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -62,12 +63,56 @@ EngineRequest greedy(std::string prompt, int max_new) {
   return r;
 }
 
-class EngineTest : public ::testing::Test {
+// Every engine test runs on one engine, on two replicas (option.max_replicas) and on the model
+// split over two tensor-parallel ranks.
+using Layout = std::map<std::string, std::string>;
+
+class EngineTest : public ::testing::TestWithParam<Layout> {
  protected:
-  std::unique_ptr<Engine> engine_ = Engine::create(config({{"OPTION_MAX_ROLLING_BATCH_SIZE", "8"}}));
+  static Layout env() {
+    Layout e = GetParam();
+    e["OPTION_MAX_ROLLING_BATCH_SIZE"] = "8";
+    return e;
+  }
+  std::unique_ptr<Engine> engine_ = Engine::create(config(env()));
 };
 
-TEST_F(EngineTest, StreamsTextThatEqualsTheDecodeOfItsTokens) {
+INSTANTIATE_TEST_SUITE_P(Layouts, EngineTest,
+                         ::testing::Values(Layout{}, Layout{{"OPTION_MAX_REPLICAS", "2"}},
+                                           Layout{{"OPTION_TENSOR_PARALLEL_DEGREE", "2"}}),
+                         [](const auto& param_info) -> std::string {
+                           if (param_info.param.empty()) return "one_engine";
+                           return param_info.param.begin()->first == "OPTION_MAX_REPLICAS"
+                                      ? "two_replicas"
+                                      : "two_tensor_parallel_ranks";
+                         });
+
+// Requests spread over the replicas (the least loaded takes the next one); ids are the set's,
+// unique, and stats() covers both replicas.
+TEST(EngineReplicas, RequestsSpreadOverReplicasWithTheirOwnIds) {
+  auto engine = Engine::create(config({{"OPTION_MAX_REPLICAS", "2"}}));
+  const nlohmann::json before = engine->stats();
+  ASSERT_EQ(before["replica_count"], 2);
+  ASSERT_EQ(before["replicas"].size(), 2u);
+  EXPECT_EQ(before["tensor_parallel"]["degree"], 1);
+  std::vector<std::unique_ptr<Collector>> cs;
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    ids.insert(engine->enqueue(greedy("Once upon a time", 20), cs.back()->callback()));
+  }
+  for (auto& c : cs) {
+    c->wait();
+    EXPECT_TRUE(ids.count(c->updates.back().id)) << "an update carried a replica's own id";
+    EXPECT_EQ(c->ids(), cs[0]->ids());
+  }
+  EXPECT_EQ(ids.size(), 6u);
+  const nlohmann::json after = engine->stats();
+  EXPECT_EQ(after["requests_total"], 6);
+  for (const auto& r : after["replicas"]) EXPECT_GE(r["requests_total"].get<int>(), 2) << after.dump();
+}
+
+TEST_P(EngineTest, StreamsTextThatEqualsTheDecodeOfItsTokens) {
   Collector c;
   engine_->enqueue(greedy("Once upon a time", 40), c.callback());
   const RequestUpdate& last = c.wait();
@@ -79,7 +124,7 @@ TEST_F(EngineTest, StreamsTextThatEqualsTheDecodeOfItsTokens) {
   EXPECT_TRUE(last.finish_status == FinishStatus::Length || last.finish_status == FinishStatus::EosToken);
 }
 
-TEST_F(EngineTest, ConcurrentRequestsMatchTheSameRequestAlone) {
+TEST_P(EngineTest, ConcurrentRequestsMatchTheSameRequestAlone) {
   Collector alone;
   engine_->enqueue(greedy("The little dog", 30), alone.callback());
   alone.wait();
@@ -99,7 +144,7 @@ TEST_F(EngineTest, ConcurrentRequestsMatchTheSameRequestAlone) {
   }
 }
 
-TEST_F(EngineTest, StopSequenceEndsTheRequestWithoutEmittingIt) {
+TEST_P(EngineTest, StopSequenceEndsTheRequestWithoutEmittingIt) {
   Collector full;
   engine_->enqueue(greedy("Once upon a time", 40), full.callback());
   full.wait();
@@ -114,7 +159,7 @@ TEST_F(EngineTest, StopSequenceEndsTheRequestWithoutEmittingIt) {
   EXPECT_EQ(c.text(), text.substr(0, text.find(stop)));
 }
 
-TEST_F(EngineTest, CancelEndsWithCancelled) {
+TEST_P(EngineTest, CancelEndsWithCancelled) {
   Collector c;
   const uint64_t id = engine_->enqueue(greedy("Once upon a time", 400), c.callback());
   EXPECT_TRUE(engine_->cancel(id));
@@ -125,7 +170,7 @@ TEST_F(EngineTest, CancelEndsWithCancelled) {
   EXPECT_FALSE(engine_->cancel(987654));
 }
 
-TEST_F(EngineTest, MaxTokensErrorNamesBothNumbers) {
+TEST_P(EngineTest, MaxTokensErrorNamesBothNumbers) {
   try {
     engine_->enqueue(greedy("Once upon a time", 2000), [](const RequestUpdate&) {});
     FAIL();
@@ -136,7 +181,7 @@ TEST_F(EngineTest, MaxTokensErrorNamesBothNumbers) {
   }
 }
 
-TEST_F(EngineTest, BadSamplingParameterNamesTheField) {
+TEST_P(EngineTest, BadSamplingParameterNamesTheField) {
   EngineRequest r = greedy("hi", 5);
   r.params.sampling = {.greedy = false, .top_p = 2.0f};
   try {

@@ -952,8 +952,8 @@ std::unique_ptr<Backend> make_rank(const DecoderDesc& desc, const ModelWeightRef
 
 // The GPU of a rank: one a rank from GPU 0 in this process; under mpirun the process's rank
 // among those of its host (Open MPI's local rank).
-int rank_device(const Communicator& host) {
-  if (!launched_by_mpi()) return host.rank();
+int rank_device(const Communicator& host, const CudaBackendOptions& o) {
+  if (!launched_by_mpi()) return o.first_device + host.rank();
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   return local ? std::atoi(local) : 0;
 }
@@ -965,17 +965,21 @@ std::unique_ptr<Backend> make_group(const DecoderDesc& desc, const ModelWeightRe
   if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
   const int degree = o.tensor_parallel_degree;
   rank_desc(desc, {0, degree});  // a degree that does not split the model, before any rank starts
-  if (degree == 1 && !launched_by_mpi()) return make_rank(desc, refs, seed, {0, 1}, nullptr, o);
   const int gpus = cuda_device_count();
-  if (!launched_by_mpi() && degree > gpus)
-    throw_error("tensor_parallel_degree {} needs {} GPUs; {} are visible to this process", degree,
-                degree, gpus);
+  if (!launched_by_mpi() && o.first_device + degree > gpus)
+    throw_error("tensor_parallel_degree {} from GPU {} needs GPUs {}..{}; {} are visible to this "
+                "process", degree, o.first_device, o.first_device, o.first_device + degree - 1,
+                gpus);
+  if (degree == 1 && !launched_by_mpi()) {
+    LMX_CUDA_CHECK(cudaSetDevice(o.first_device));
+    return make_rank(desc, refs, seed, {0, 1}, nullptr, o);
+  }
   return launch_ranks(degree, [&](Communicator& host) {
     // Every rank must reach NCCL's initialization, which waits for all of them: agree first that
     // each has its GPU (a later failure is caught by the group's own agreement).
     std::exception_ptr no_device;
     try {
-      LMX_CUDA_CHECK(cudaSetDevice(rank_device(host)));
+      LMX_CUDA_CHECK(cudaSetDevice(rank_device(host, o)));
     } catch (...) {
       no_device = std::current_exception();
     }

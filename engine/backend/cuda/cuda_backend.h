@@ -59,6 +59,9 @@ struct CudaBackendOptions {
   // Ranks the model is split over (docs/tensor-parallel.md): one GPU each, GPUs 0..N-1 of this
   // process (threads), or one a process under mpirun; NCCL between them. 1: one GPU, no NCCL.
   int tensor_parallel_degree = 1;
+  // The GPU of rank 0 (replica k of option.max_replicas starts at k * degree); rank r runs on
+  // first_device + r. Under mpirun: the process's local rank.
+  int first_device = 0;
 };
 
 bool cuda_device_available();
