@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The quality figures of docs/quantization.md, on the CPU reference (fp32 activations):
+
+    scripts/quantization_quality.py [--lmx build/bin/lmx] [--models ../shared/models]
+                                    [--text tests/fixtures/perplexity/text.txt] [--new-tokens 128]
+
+For each real model: `lmx perplexity` in fp32, dynamic_int8 per channel and dynamic_int8 grouped
+(128 where every projection's input size allows, else the largest power of two that divides them
+all, printed), and the greedy agreement of each int8 variant with fp32: for prompts made of the
+first four words of each paragraph, `lmx generate --greedy --ignore-eos` for --new-tokens tokens,
+counting the tokens generated before the first one that differs. Prints Markdown tables.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+
+
+def run_json(cmd):
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def group_for(model_dir):
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    heads = cfg["num_attention_heads"]
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    ins = [cfg["hidden_size"], heads * head_dim, cfg["intermediate_size"]]
+    g = 0
+    for n in ins:
+        g = math.gcd(g, n)
+    best = 4
+    while best * 2 <= min(g, 128) and g % (best * 2) == 0:
+        best *= 2
+    return best if g % best == 0 else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lmx", default="build/bin/lmx")
+    ap.add_argument("--models", default="../shared/models")
+    ap.add_argument("--text", default="tests/fixtures/perplexity/text.txt")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    a = ap.parse_args()
+    text = open(a.text, encoding="utf-8").read()
+    prompts = [" ".join(p.split()[:4]) for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 4]
+    ppl_rows, agree_rows = [], []
+    for name in ("stories260k", "tinystories-656k"):
+        model = os.path.join(a.models, name)
+        group = group_for(model)
+        variants = [("fp32", []), ("dynamic_int8", ["--quantize", "dynamic_int8"])]
+        if group:
+            variants.append((f"dynamic_int8, group {group}",
+                             ["--quantize", "dynamic_int8", "--quantize-group-size", str(group)]))
+        ppl = {}
+        for label, flags in variants:
+            ppl[label] = run_json([a.lmx, "perplexity", "--model", model, "--file", a.text, "--json"] + flags)
+        base = ppl["fp32"]["ppl"]
+        ppl_rows.append(f"| {name} | {ppl['fp32']['tokens']} | "
+                        + " | ".join(f"{ppl[l]['ppl']:.4f} ({100 * (ppl[l]['ppl'] / base - 1):+.2f}%)"
+                                     if l != "fp32" else f"{base:.4f}" for l, _ in variants) + " |")
+
+        def generate(flags, prompt):
+            return run_json([a.lmx, "generate", "--model", model, "--prompt", prompt, "--greedy",
+                             "--ignore-eos", "--max-new-tokens", str(a.new_tokens), "--json"]
+                            + flags)["token_ids"]
+
+        reference = {p: generate([], p) for p in prompts}
+        for label, flags in variants[1:]:
+            prefix, full = [], 0
+            for p in prompts:
+                got = generate(flags, p)
+                n = next((i for i, (x, y) in enumerate(zip(got, reference[p])) if x != y), len(got))
+                prefix.append(n)
+                full += n == len(got)
+            agree_rows.append(f"| {name} | {label} | {sum(prefix)} / {len(prompts) * a.new_tokens} "
+                              f"({100 * sum(prefix) / (len(prompts) * a.new_tokens):.1f}%) | "
+                              f"{full} / {len(prompts)} | {', '.join(map(str, prefix))} |")
+    print("| model | predicted tokens | fp32 | dynamic_int8 (per channel) | dynamic_int8 (grouped) |")
+    print("| --- | --- | --- | --- | --- |")
+    print("\n".join(ppl_rows))
+    print()
+    print(f"| model | variant | tokens before the first difference (of {a.new_tokens} a prompt) "
+          "| prompts identical to the end | first difference, per prompt |")
+    print("| --- | --- | --- | --- | --- |")
+    print("\n".join(agree_rows))
+
+
+if __name__ == "__main__":
+    main()
