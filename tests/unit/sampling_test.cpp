@@ -1,6 +1,7 @@
 // Sampling as the engine does it (SamplingParams -> kernels/sampling.h's CPU draw): greedy,
 // penalties, filters, seeds and the sampled distribution itself.
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -106,6 +107,63 @@ TEST(Sampling, InvalidParametersNameTheParameter) {
   EXPECT_NE(message({.top_k = -1}).find("top_k"), std::string::npos);
   EXPECT_NE(message({.top_p = 1.5f}).find("top_p"), std::string::npos);
   EXPECT_NE(message({.repetition_penalty = 0.0f}).find("repetition_penalty"), std::string::npos);
+}
+
+// Both ends of every range give a defined result (docs/serving.md, "Sampling"), and just past
+// them a 400 naming the parameter and the range.
+TEST(Sampling, EveryRangeEndIsDefined) {
+  auto accepted = [](SamplingParams p) {
+    try {
+      p.validate();
+      return true;
+    } catch (const RequestError&) {
+      return false;
+    }
+  };
+  // Logits as large as fp32 models produce, and a near tie: the greedy answer is index 1.
+  const std::vector<float> logits = {9000.0f, 9000.5f, -9000.0f, 8999.0f, 0.0f};
+  const float max_float = std::numeric_limits<float>::max();
+  for (float t : {1e-40f, 1e-30f, 9.9e-6f, 1e-5f, 1e-3f, 1.0f, 1e30f, max_float}) {
+    SCOPED_TRACE("temperature " + std::to_string(t));
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      const SamplingParams p{.greedy = false, .temperature = t, .seed = seed};
+      ASSERT_TRUE(accepted(p));
+      const SampledToken d = draw(p, logits);
+      EXPECT_TRUE(d.id >= 0 && d.id < 5 && std::isfinite(d.logprob));
+      if (t < 1e-3f) {  // (at 1e-5 the gap is 50,000 logits)
+        EXPECT_EQ(d.id, 1) << "seed " << seed;
+      }
+    }
+  }
+  // Below kGreedyTemperature it is the argmax itself, whatever the seed.
+  EXPECT_EQ(draw({.greedy = false, .temperature = 1e-40f, .seed = 3}, {0.0f, 1e-7f}).id, 1);
+  EXPECT_FALSE(accepted({.greedy = false, .temperature = 0.0f}));
+  EXPECT_FALSE(accepted({.greedy = false, .temperature = std::numeric_limits<float>::infinity()}));
+
+  for (float r : {kMinRepetitionPenalty, kMaxRepetitionPenalty}) {
+    for (bool greedy : {true, false}) {
+      const SamplingParams p{.greedy = greedy, .repetition_penalty = r, .seed = 7};
+      ASSERT_TRUE(accepted(p));
+      const SampledToken d = draw(p, {1e4f, -1e4f, 3.0f, -3.0f}, {0, 1, 3});
+      EXPECT_TRUE(std::isfinite(d.logprob));
+      // 1e-4 rewards the history (1e4 / 1e-4 = 1e8 wins); 1e4 penalizes it (3.0 wins).
+      if (greedy) {
+        EXPECT_EQ(d.id, r < 1 ? 0 : 2);
+      }
+    }
+  }
+  for (float r : {0.0f, 9.9e-5f, 1.01e4f, 1e-40f, std::numeric_limits<float>::infinity()}) {
+    SamplingParams p{.repetition_penalty = r};
+    EXPECT_FALSE(accepted(p)) << r;
+  }
+  EXPECT_TRUE(accepted({.greedy = false, .top_k = std::numeric_limits<int>::max()}));
+  EXPECT_EQ(draw({.greedy = false, .top_k = std::numeric_limits<int>::max(), .seed = 1}, {0.f, 1.f})
+                .id >= 0, true);
+  EXPECT_TRUE(accepted({.greedy = false, .top_p = 1e-45f}));  // the smallest: one token kept
+  EXPECT_EQ(draw({.greedy = false, .top_p = 1e-45f, .seed = 9}, logits).id, 1);
+  EXPECT_FALSE(accepted({.top_p = 0.0f}));
+  EXPECT_FALSE(accepted({.top_p = 1.0000001f}));
+  EXPECT_TRUE(accepted({.greedy = false, .seed = std::numeric_limits<uint64_t>::max()}));
 }
 
 }  // namespace
