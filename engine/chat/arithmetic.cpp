@@ -31,6 +31,7 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
     std::string out;
     if (n > 0) {
       in.check_size(seq.str().size() * static_cast<size_t>(n));
+      in.charge(seq.str().size() * static_cast<size_t>(n) / 256);
       for (int64_t i = 0; i < n; ++i) out += seq.str();
     }
     return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
@@ -38,6 +39,7 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
   List out;
   if (n > 0) {
     in.check_size(seq.items().size() * static_cast<size_t>(n));
+    in.charge(seq.items().size() * static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   }
   return Value::list(std::move(out), seq.is_tuple());
@@ -78,6 +80,7 @@ Value binary(Interpreter& in, const std::string& op, const Value& a, const Value
   if (op == "~") {
     std::string s = to_str(a) + to_str(b);
     in.check_size(s.size());
+    in.charge(s.size() / 256);
     return Value(std::move(s));
   }
   check_defined(in, a);
@@ -91,6 +94,7 @@ Value binary(Interpreter& in, const std::string& op, const Value& a, const Value
     }
     if (a.is_string() && b.is_string()) {
       in.check_size(a.str().size() + b.str().size());
+      in.charge((a.str().size() + b.str().size()) / 256);
       // Markup + str escapes the str (markupsafe), whichever side the Markup is on.
       if (a.is_markup() != b.is_markup())
         return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) +
@@ -99,6 +103,7 @@ Value binary(Interpreter& in, const std::string& op, const Value& a, const Value
     }
     if (a.is_list() && b.is_list() && !a.is_iterator() && !b.is_iterator() &&
         a.is_tuple() == b.is_tuple()) {
+      in.charge(a.items().size() + b.items().size());
       List out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(out), a.is_tuple());

@@ -11,7 +11,7 @@ namespace lmx::chat {
 // parent is the scope it was defined in, so it sees the variables live there.
 class Macro : public Callable {
  public:
-  Macro(const Stmt& def, std::shared_ptr<Interpreter::Scope> closure,
+  Macro(const Stmt& def, std::weak_ptr<Interpreter::Scope> closure,
         Value caller, std::string name, const Body& body)
       : def_(def),
         closure_(std::move(closure)),
@@ -27,7 +27,8 @@ class Macro : public Callable {
       in.fail(fmt::format("macro calls nest deeper than {} (infinite recursion?)",
                           in.limits_.max_call_depth));
     auto scope = std::make_shared<Interpreter::Scope>();
-    scope->parent = closure_;
+    scope->parent = closure_.lock();
+    if (!scope->parent) in.fail(fmt::format("macro '{}' called after its render ended", name_));
     const size_t n = def_.params.size();
     std::vector<bool> given(n, false);
     List varargs;
@@ -80,7 +81,7 @@ class Macro : public Callable {
 
  private:
   const Stmt& def_;
-  std::shared_ptr<Interpreter::Scope> closure_;
+  std::weak_ptr<Interpreter::Scope> closure_;
   Value caller_;
   std::string name_;
   const Body& body_;
@@ -88,6 +89,10 @@ class Macro : public Callable {
 
 Interpreter::Interpreter(Limits limits, std::map<std::string, Value> globals)
     : limits_(limits), globals_(std::move(globals)) {}
+
+Interpreter::~Interpreter() {
+  for (const auto& o : owned_) o->clear();
+}
 
 void Interpreter::fail(const std::string& message) const {
   throw TemplateError(fmt::format("chat template: line {}: {}", line_, message), false);
@@ -100,6 +105,12 @@ void Interpreter::check_size(size_t bytes) const {
 
 void Interpreter::step() {
   if (++steps_ > limits_.max_steps)
+    fail(fmt::format("template ran more than {} steps (infinite loop?)", limits_.max_steps));
+}
+
+void Interpreter::charge(uint64_t units) {
+  steps_ += units;
+  if (steps_ > limits_.max_steps)
     fail(fmt::format("template ran more than {} steps (infinite loop?)", limits_.max_steps));
 }
 
@@ -131,6 +142,7 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const ScopePtr& scope
 }
 
 Value Interpreter::make_macro(const Stmt& s, const ScopePtr& scope, Value caller) {
+  closures_.push_back(scope);
   return Value(std::shared_ptr<Callable>(
       std::make_shared<Macro>(s, scope, std::move(caller), s.kind == Stmt::kMacro ? s.name : "caller", s.body)));
 }
@@ -248,8 +260,15 @@ void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& ou
 void Interpreter::assign(const Target& t, const Value& v, const ScopePtr& scope) {
   if (!t.attr.empty()) {
     const Value ns = lookup(t.name, scope);
-    if (!ns.is_object() || !ns.object()->set_attr(t.attr, v))
-      fail("cannot assign attribute on non-namespace object");
+    bool ok = false;
+    try {
+      ok = ns.is_object() && ns.object()->set_attr(t.attr, v);
+    } catch (const TemplateError&) {
+      throw;
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+    if (!ok) fail("cannot assign attribute on non-namespace object");
     return;
   }
   if (!t.is_tuple) {

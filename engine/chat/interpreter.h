@@ -37,6 +37,10 @@ class TemplateError : public Error {
 class Interpreter {
  public:
   Interpreter(Limits limits, std::map<std::string, Value> globals);
+  // Breaks the reference cycles a render can make (namespaces holding themselves).
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   std::string render(const TemplateAst& ast, const Dict& variables);
 
@@ -49,6 +53,11 @@ class Interpreter {
   [[noreturn]] void fail(const std::string& message) const;
   void check_size(size_t bytes) const;
   void step();
+  // Work proportional to data size (copying a string or list that grows in a loop is quadratic):
+  // counted against max_steps like statements are.
+  void charge(uint64_t units);
+  // Objects the template made (namespace()): cleared when the render ends.
+  void own(std::shared_ptr<Object> object) { owned_.push_back(std::move(object)); }
 
  private:
   struct Scope {
@@ -74,6 +83,10 @@ class Interpreter {
 
   Limits limits_;
   std::map<std::string, Value> globals_;
+  // Scopes macros were defined in. A macro refers to its scope weakly (the scope holds the macro),
+  // so these keep the scopes alive for the render.
+  std::vector<ScopePtr> closures_;
+  std::vector<std::shared_ptr<Object>> owned_;
   uint64_t steps_ = 0;
   int call_depth_ = 0;
   int line_ = 0;

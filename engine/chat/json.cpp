@@ -8,7 +8,11 @@
 
 namespace lmx::chat {
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  // Deeper data would only overflow the stack later (printing, comparing, tojson).
+  if (depth > 500) throw Error("chat template input: JSON nested deeper than 500 levels");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value(None{});
     case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
@@ -22,19 +26,18 @@ Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
-      for (const auto& x : j) items.push_back(from_json(x));
+      for (const auto& x : j) items.push_back(from_json_at(x, depth + 1));
       return Value::list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.set(Value(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        d.items.emplace_back(Value(it.key()), from_json_at(it.value(), depth + 1));
       return Value::dict(std::move(d));
     }
     default: throw Error("chat template: unsupported JSON value (binary or discarded)");
   }
 }
-
-namespace {
 
 void write_string(std::string& out, const std::string& s, bool ensure_ascii) {
   static const char* hex = "0123456789abcdef";
@@ -166,6 +169,8 @@ class Writer {
 };
 
 }  // namespace
+
+Value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 
 std::string to_json(const Value& v, const JsonOptions& options) {
   Writer w(options);

@@ -1,5 +1,7 @@
 #include "engine/chat/objects.h"
 
+#include <algorithm>
+
 #include "engine/chat/interpreter.h"
 
 namespace lmx::chat {
@@ -10,8 +12,15 @@ std::optional<Value> NamespaceObject::get_attr(const std::string& name) {
 }
 
 bool NamespaceObject::set_attr(const std::string& name, Value value) {
+  update_depth(value);
   attrs.set(Value(name), std::move(value));
   return true;
+}
+
+void NamespaceObject::update_depth(const Value& v) {
+  depth_ = std::max(depth_, v.depth() + 1);
+  if (depth_ > Value::kMaxDepth)
+    throw Error(fmt::format("RecursionError: values nested deeper than {} levels", Value::kMaxDepth));
 }
 
 std::string NamespaceObject::repr() const { return "<Namespace " + to_str(Value::dict(attrs)) + ">"; }

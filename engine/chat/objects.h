@@ -34,6 +34,13 @@ class NamespaceObject : public Object {
   bool set_attr(const std::string& name, Value value) override;
   std::string repr() const override;
   std::string type_name() const override { return "Namespace"; }
+  int depth() const override { return depth_; }
+  void clear() override { attrs.items.clear(); }
+  // Throws when the attributes nest too deep (namespace(p=namespace(p=...)) in a loop).
+  void update_depth(const Value& v);
+
+ private:
+  int depth_ = 1;
 };
 
 // `loop` inside a for body (index0 is advanced by the interpreter).

@@ -64,6 +64,8 @@ std::map<std::string, Value> default_globals() {
   g["namespace"] = make_function("namespace", [](Interpreter& in, const CallArgs& a) {
     auto ns = std::make_shared<NamespaceObject>();
     ns->attrs = kwargs_dict(in, a);
+    for (const auto& kv : ns->attrs.items) ns->update_depth(kv.second);
+    in.own(ns);
     return Value(std::shared_ptr<Object>(ns));
   });
   g["joiner"] = make_function("joiner", [](Interpreter&, const CallArgs& a) {

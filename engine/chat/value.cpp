@@ -1,5 +1,6 @@
 #include "engine/chat/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -37,8 +38,30 @@ const Value* CallArgs::get(const std::string& name, size_t index) const {
 
 bool Object::set_attr(const std::string&, Value) { return false; }
 
+namespace {
+
+int deepest(const List& items) {
+  int d = 0;
+  for (const Value& x : items) d = std::max(d, x.depth());
+  return d;
+}
+
+uint16_t checked_depth(int d) {
+  if (d > Value::kMaxDepth)
+    throw_error("RecursionError: values nested deeper than {} levels", Value::kMaxDepth);
+  return static_cast<uint16_t>(d);
+}
+
+}  // namespace
+
+int Value::depth() const {
+  if (is_object()) return object()->depth();
+  return depth_;
+}
+
 Value Value::list(List items, bool tuple) {
   Value v;
+  v.depth_ = checked_depth(deepest(items) + 1);
   v.data_ = std::make_shared<List>(std::move(items));
   v.flags_ = tuple ? kTuple : 0;
   return v;
@@ -58,6 +81,9 @@ Value Value::markup(std::string s) {
 
 Value Value::dict(Dict d) {
   Value v;
+  int deep = 0;
+  for (const auto& [k, x] : d.items) deep = std::max({deep, k.depth(), x.depth()});
+  v.depth_ = checked_depth(deep + 1);
   v.data_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -126,26 +152,48 @@ std::string float_repr(double d) {
   return sign + out + ebuf;
 }
 
-std::string repr(const Value& v) {
-  if (v.is_string()) return py::repr(v.str());
-  if (v.is_undefined()) return "Undefined";
-  return to_str(v);
+namespace {
+
+// Python raises RecursionError near 1000 frames; LMX stops values nested deeper than this
+// (built by a template or sent in a request) before its own stack runs out.
+constexpr int kMaxNesting = 500;
+
+void check_depth(int depth) {
+  if (depth > kMaxNesting)
+    throw_error("RecursionError: values nested deeper than {} levels", kMaxNesting);
 }
 
-std::string to_str(const Value& v) {
-  if (v.is_undefined()) return "";
+// Counts nesting across Object::repr too (a namespace prints its attributes with to_str).
+thread_local int g_str_depth = 0;
+
+struct StrDepth {
+  StrDepth() {
+    if (++g_str_depth > kMaxNesting) {
+      g_str_depth = 0;
+      throw_error("RecursionError: values nested deeper than {} levels", kMaxNesting);
+    }
+  }
+  ~StrDepth() {
+    if (g_str_depth > 0) --g_str_depth;
+  }
+};
+
+std::string str_impl(const Value& v, int depth, bool as_repr) {
+  check_depth(depth);
+  const StrDepth guard;
+  if (v.is_string()) return as_repr ? py::repr(v.str()) : v.str();
+  if (v.is_undefined()) return as_repr ? "Undefined" : "";
   if (v.is_none()) return "None";
   if (v.is_bool()) return v.as_bool() ? "True" : "False";
   if (v.is_int()) return std::to_string(v.as_int());
   if (v.is_float()) return float_repr(v.to_double());
-  if (v.is_string()) return v.str();
   if (v.is_iterator()) return "<generator object>";
   if (v.is_list()) {
     const List& l = v.items();
     std::string out = v.is_tuple() ? "(" : "[";
     for (size_t i = 0; i < l.size(); ++i) {
       if (i) out += ", ";
-      out += repr(l[i]);
+      out += str_impl(l[i], depth + 1, true);
     }
     if (v.is_tuple() && l.size() == 1) out += ",";
     return out + (v.is_tuple() ? ")" : "]");
@@ -156,7 +204,7 @@ std::string to_str(const Value& v) {
     for (const auto& [k, val] : v.dict_ref().items) {
       if (!first) out += ", ";
       first = false;
-      out += repr(k) + ": " + repr(val);
+      out += str_impl(k, depth + 1, true) + ": " + str_impl(val, depth + 1, true);
     }
     return out + "}";
   }
@@ -164,7 +212,8 @@ std::string to_str(const Value& v) {
   return v.object()->repr();
 }
 
-bool equals(const Value& a, const Value& b) {
+bool equals_impl(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.to_double() == b.to_double();
     return a.to_int() == b.to_int();
@@ -172,13 +221,14 @@ bool equals(const Value& a, const Value& b) {
   if (a.is_undefined() || b.is_undefined()) return a.is_undefined() && b.is_undefined();
   if (a.is_none() || b.is_none()) return a.is_none() && b.is_none();
   if (a.is_string() && b.is_string()) return a.str() == b.str();
-  if (a.is_iterator() || b.is_iterator()) return a.is_iterator() && b.is_iterator() && &a.items() == &b.items();
+  if (a.is_iterator() || b.is_iterator())
+    return a.is_iterator() && b.is_iterator() && &a.items() == &b.items();
   if (a.is_list() && b.is_list()) {
     if (a.is_tuple() != b.is_tuple()) return false;
     const List &x = a.items(), &y = b.items();
     if (x.size() != y.size()) return false;
     for (size_t i = 0; i < x.size(); ++i)
-      if (!equals(x[i], y[i])) return false;
+      if (!equals_impl(x[i], y[i], depth + 1)) return false;
     return true;
   }
   if (a.is_dict() && b.is_dict()) {
@@ -186,7 +236,7 @@ bool equals(const Value& a, const Value& b) {
     if (x.items.size() != y.items.size()) return false;
     for (const auto& [k, v] : x.items) {
       const Value* o = y.find(k);
-      if (!o || !equals(v, *o)) return false;
+      if (!o || !equals_impl(v, *o, depth + 1)) return false;
     }
     return true;
   }
@@ -195,23 +245,32 @@ bool equals(const Value& a, const Value& b) {
   return false;
 }
 
-bool less_than(const Value& a, const Value& b) {
+bool less_impl(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.to_double() < b.to_double();
     return a.to_int() < b.to_int();
   }
   if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 order = code point order
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_list() && b.is_list() && !a.is_iterator() && !b.is_iterator() &&
+      a.is_tuple() == b.is_tuple()) {
     const List &x = a.items(), &y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (equals(x[i], y[i])) continue;
-      return less_than(x[i], y[i]);
+      if (equals_impl(x[i], y[i], depth + 1)) continue;
+      return less_impl(x[i], y[i], depth + 1);
     }
     return x.size() < y.size();
   }
   throw_error("TypeError: '<' not supported between instances of '{}' and '{}'", a.type_name(),
               b.type_name());
 }
+
+}  // namespace
+
+std::string repr(const Value& v) { return str_impl(v, 0, true); }
+std::string to_str(const Value& v) { return str_impl(v, 0, false); }
+bool equals(const Value& a, const Value& b) { return equals_impl(a, b, 0); }
+bool less_than(const Value& a, const Value& b) { return less_impl(a, b, 0); }
 
 int64_t length(const Value& v) {
   if (v.is_string()) return py::length(v.str());

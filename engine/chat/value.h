@@ -51,6 +51,10 @@ class Object {
   virtual bool set_attr(const std::string& name, Value value);
   virtual std::string repr() const = 0;
   virtual std::string type_name() const = 0;
+  // How deep the values it holds nest (see Value::depth).
+  virtual int depth() const { return 0; }
+  // Drops the values it holds (at the end of a render, to break reference cycles).
+  virtual void clear() {}
 };
 
 struct Undefined {
@@ -62,7 +66,9 @@ struct None {};
 
 class Value {
  public:
-  using Data = std::variant<Undefined, None, bool, int64_t, double, std::string,
+  // Strings are shared, not copied, when values are passed around (contents can be large).
+  using Text = std::shared_ptr<const std::string>;
+  using Data = std::variant<Undefined, None, bool, int64_t, double, Text,
                             std::shared_ptr<List>, std::shared_ptr<Dict>,
                             std::shared_ptr<Callable>, std::shared_ptr<Object>>;
 
@@ -72,8 +78,8 @@ class Value {
   Value(int v) : data_(static_cast<int64_t>(v)) {}
   Value(int64_t v) : data_(v) {}
   Value(double v) : data_(v) {}
-  Value(std::string s) : data_(std::move(s)) {}
-  Value(const char* s) : data_(std::string(s)) {}
+  Value(std::string s) : data_(std::make_shared<const std::string>(std::move(s))) {}
+  Value(const char* s) : Value(std::string(s)) {}
   Value(std::shared_ptr<Callable> f) : data_(std::move(f)) {}
   Value(std::shared_ptr<Object> o) : data_(std::move(o)) {}
 
@@ -97,7 +103,7 @@ class Value {
   bool is_float() const { return std::holds_alternative<double>(data_); }
   // Python's numbers.Number: bool is an int.
   bool is_number() const { return is_bool() || is_int() || is_float(); }
-  bool is_string() const { return std::holds_alternative<std::string>(data_); }
+  bool is_string() const { return std::holds_alternative<Text>(data_); }
   bool is_list() const { return std::holds_alternative<std::shared_ptr<List>>(data_); }
   bool is_tuple() const { return is_list() && (flags_ & kTuple); }
   bool is_iterator() const { return is_list() && (flags_ & kIterator); }
@@ -111,7 +117,7 @@ class Value {
   // bool or int as an integer (Python's int(True) == 1).
   int64_t to_int() const { return is_bool() ? (as_bool() ? 1 : 0) : as_int(); }
   double to_double() const { return is_float() ? std::get<double>(data_) : double(to_int()); }
-  const std::string& str() const { return std::get<std::string>(data_); }
+  const std::string& str() const { return *std::get<Text>(data_); }
   const List& items() const { return *std::get<std::shared_ptr<List>>(data_); }
   const Dict& dict_ref() const { return *std::get<std::shared_ptr<Dict>>(data_); }
   const std::shared_ptr<Callable>& callable() const {
@@ -119,6 +125,11 @@ class Value {
   }
   const std::shared_ptr<Object>& object() const { return std::get<std::shared_ptr<Object>>(data_); }
   const Undefined& undef() const { return std::get<Undefined>(data_); }
+
+  // Nesting depth of containers (0 for scalars). Building a value deeper than kMaxDepth fails:
+  // printing, comparing and even destroying it recurse once per level.
+  int depth() const;
+  static constexpr int kMaxDepth = 500;
 
   // Python's bool(x).
   bool truthy() const;
@@ -129,6 +140,7 @@ class Value {
   enum Flags : uint8_t { kTuple = 1, kIterator = 2, kMarkup = 4 };
   Data data_;
   uint8_t flags_ = 0;
+  uint16_t depth_ = 0;  // lists and dicts: 1 + the deepest item
 };
 
 // Python's str(x) as jinja2 prints it ({{ x }}): strings as is, None, True, [1, 'a'], {'k': 2}.

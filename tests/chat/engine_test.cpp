@@ -244,3 +244,43 @@ TEST(ChatEngine, LimitsStopRunawayTemplates) {
 
 }  // namespace
 }  // namespace lmx::chat
+
+namespace lmx::chat {
+namespace {
+
+TEST(ChatEngine, DeepOrQuadraticDataIsRefusedNotFatal) {
+  // Python stops these with RecursionError; LMX must not overflow its stack.
+  EXPECT_NE(error_of("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+                     "{% endfor %}{{ ns.x }}")
+                .find("nested deeper"),
+            std::string::npos);
+  nlohmann::ordered_json deep = nlohmann::ordered_json::array();
+  for (int i = 0; i < 2000; ++i) deep = nlohmann::ordered_json::array({deep});
+  EXPECT_NE(error_of("{{ x }}", {{"x", deep}}).find("nested deeper"), std::string::npos);
+  // A list grown by copying in a loop is charged for its copies.
+  Limits small;
+  small.max_steps = 1'000'000;
+  EXPECT_NE(error_of("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}"
+                     "{% endfor %}",
+                     nlohmann::ordered_json::object(), small)
+                .find("steps"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lmx::chat
+
+namespace lmx::chat {
+namespace {
+
+TEST(ChatEngine, SelfReferenceAndNamespaceChainsAreRefused) {
+  EXPECT_NE(error_of("{% set ns = namespace(n=none) %}{% for i in range(5000) %}"
+                     "{% set ns.n = namespace(p=ns.n) %}{% endfor %}{{ ns }}")
+                .find("nested deeper"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns }}").find("nested deeper"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace lmx::chat
