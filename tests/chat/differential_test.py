@@ -44,8 +44,47 @@ def read_snippets(path):
     return snippets
 
 
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                  "mask_token")
+
+
+def model_dir_inputs(model_dir, case):
+    """What transformers renders for a model directory: its chat template (tool_use when tools are
+    passed and it has one) and its special tokens from tokenizer_config.json, under the case's own
+    variables (chat_template_kwargs) minus the bos/eos placeholders the --template runs use."""
+    with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    template = config["chat_template"]
+    if isinstance(template, list):
+        named = {t["name"]: t["template"] for t in template}
+        template = named["tool_use"] if case.get("tools") is not None and "tool_use" in named else named["default"]
+    special = {}
+    for key in SPECIAL_TOKENS:
+        v = config.get(key)
+        v = v.get("content") if isinstance(v, dict) else v
+        if isinstance(v, str):
+            special[key] = v
+    extra = config.get("additional_special_tokens")
+    if isinstance(extra, list):
+        special["additional_special_tokens"] = [t.get("content") if isinstance(t, dict) else t for t in extra]
+    variables = {k: v for k, v in case.get("variables", {}).items() if k not in ("bos_token", "eos_token")}
+    return template, {**case, "variables": {**special, **variables}}, variables
+
+
+def model_dirs(tokenizer_cache):
+    dirs = []
+    for name in sorted(os.listdir(tokenizer_cache)):
+        config = os.path.join(tokenizer_cache, name, "tokenizer_config.json")
+        if os.path.exists(config):
+            with open(config, encoding="utf-8") as f:
+                if json.load(f).get("chat_template"):
+                    dirs.append(os.path.join(tokenizer_cache, name))
+    return dirs
+
+
 def run_lmx(lmx, template, case_path, case, tmp):
-    cmd = [lmx, "render-chat", "--template", template, "--json"]
+    # template: a .jinja file (--template), or a model directory (--model)
+    cmd = [lmx, "render-chat", "--model" if os.path.isdir(template) else "--template", template, "--json"]
     name = os.path.basename(case_path)[:-5]
     for key, flag in (("messages", "--messages"), ("tools", "--tools"), ("documents", "--documents")):
         if key in case:
@@ -90,6 +129,9 @@ def main():
     ap.add_argument("--templates", default=default_cache())
     ap.add_argument("--cases", default=os.path.join(HERE, "cases"))
     ap.add_argument("--snippets", default=os.path.join(HERE, "snippets.txt"))
+    ap.add_argument("--tokenizer-cache", default=os.environ.get("LMX_TOKENIZER_CACHE") or os.path.join(
+        os.environ.get("LMX_CACHE_DIR") or os.path.join(os.environ["HOME"], ".cache", "lmx"), "tokenizers"),
+        help="model directories whose tokenizer_config.json has a chat_template are rendered with --model")
     ap.add_argument("--only")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
@@ -100,9 +142,15 @@ def main():
     templates = [os.path.join(args.templates, f) for f in sorted(os.listdir(args.templates))
                  if f.endswith(".jinja")]
     snippets = read_snippets(args.snippets) if args.snippets else {}
+    if not os.path.isdir(args.tokenizer_cache):
+        print(f"tokenizer files are missing from {args.tokenizer_cache}: run `bash scripts/fetch_tokenizers.sh`"
+              " (or set LMX_TOKENIZER_CACHE)", file=sys.stderr)
+        return 1
+    models = model_dirs(args.tokenizer_cache)
     if args.only:
         templates = [t for t in templates if args.only in t]
         snippets = {k: v for k, v in snippets.items() if args.only in k}
+        models = [m for m in models if args.only in m]
     cases = sorted(f for f in os.listdir(args.cases) if f.endswith(".json"))
     loaded = {}
     for c in cases:
@@ -132,6 +180,13 @@ def main():
                     ref = reference.render(source, loaded[c])
                     fut = pool.submit(run_lmx, args.lmx, path, os.path.join(args.cases, c), loaded[c], tmp)
                     jobs.append((t, c, ref, fut))
+            for model in models:
+                for c in cases:
+                    source, ref_case, lmx_vars = model_dir_inputs(model, loaded[c])
+                    ref = reference.render(source, ref_case)
+                    fut = pool.submit(run_lmx, args.lmx, model, os.path.join(args.cases, c),
+                                      {**loaded[c], "variables": lmx_vars}, tmp)
+                    jobs.append(("model " + os.path.basename(model), c, ref, fut))
             results = [(t, c, ref, fut.result()) for t, c, ref, fut in jobs]
 
     identical = both_error = 0
@@ -160,7 +215,8 @@ def main():
     total = len(results)
     print(f"reference: jinja2 {reference.jinja2.__version__} ({reference.jinja2.__file__})")
     real = len(templates) - len(snippets)
-    print(f"chat differential: {real} real templates + {len(snippets)} feature snippets x {len(cases)} conversations = {total} renderings; "
+    print(f"chat differential: ({real} real templates + {len(snippets)} feature snippets + {len(models)} model "
+          f"directories) x {len(cases)} conversations = {total} renderings; "
           f"{identical + both_error} agree ({identical} byte-identical texts, {both_error} errors on both sides), "
           f"{len(failures)} mismatches, {len(known)} known unsupported")
     return 1 if failures or fixed else 0
