@@ -15,6 +15,8 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.max_tokens") return c.max_tokens;
   if (key == "option.quantize")
     return c.quantize == Quantize::None ? json() : json(to_string(c.quantize));
+  if (key == "option.quantize_group_size")
+    return c.quantize_group_size ? json(*c.quantize_group_size) : json();
   if (key == "option.smoothquant_alpha")
     return c.smoothquant_alpha ? json(*c.smoothquant_alpha) : json();
   if (key == "option.rolling_batch") return to_string(c.rolling_batch);

@@ -10,7 +10,7 @@ EngineCapabilities EngineCapabilities::cpu_only() {
   c.cuda_graphs = false;
   c.max_tensor_parallel_degree = 1;  // NCCL tensor parallelism on CUDA: not yet
   c.cpu_tensor_parallel = true;      // the CPU reference's ranks as threads
-  c.quantize = {};                   // dynamic_int8 / smoothquant: not yet
+  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8}}};  // smoothquant: not yet
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};
   return c;
@@ -32,7 +32,8 @@ EngineCapabilities EngineCapabilities::everything() {
   c.dtypes = {Dtype::Fp32, Dtype::Fp16, Dtype::Bf16};
   c.max_tensor_parallel_degree = 1 << 20;
   c.cpu_tensor_parallel = true;
-  c.quantize = {Quantize::DynamicInt8, Quantize::SmoothQuant};
+  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant}},
+                {Device::Cuda, {Quantize::DynamicInt8, Quantize::SmoothQuant}}};
   c.cuda_graphs = true;
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};

@@ -6,6 +6,7 @@
 // feature lands (e.g. add Device::Cuda, Dtype::Bf16, raise max_tensor_parallel_degree).
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -18,7 +19,9 @@ struct EngineCapabilities {
   std::set<Dtype> dtypes;  // Dtype::Auto is always accepted
   int max_tensor_parallel_degree = 1;  // on cuda: ranks over NCCL, one a GPU
   bool cpu_tensor_parallel = false;     // on cpu: the CPU reference's ranks as threads
-  std::set<Quantize> quantize;  // Quantize::None is always accepted
+  // Per device (Quantize::None is always accepted): dynamic_int8 runs on the CPU reference;
+  // cuda waits for its W8A16 kernels.
+  std::map<Device, std::set<Quantize>> quantize;
   bool cuda_graphs = false;
   std::set<RollingBatch> rolling_batch;
   std::set<std::string> tasks;

@@ -29,6 +29,7 @@ const std::vector<std::string> kKnownKeys = {
     "option.kv_cache_dtype",
     "option.max_tokens",
     "option.quantize",
+    "option.quantize_group_size",
     "option.smoothquant_alpha",
     "option.rolling_batch",
     "option.max_rolling_batch_size",
@@ -358,9 +359,14 @@ class Resolver {
   void resolve_dtype() {
     const RawValue* v = take("option.dtype");
     if (v == nullptr) return;
-    if (lower(trim(v->text)) == "int8")
-      return invalid(*v,
-                     "fp32, fp16, bf16, auto (for int8 weights set option.quantize=dynamic_int8)");
+    if (lower(trim(v->text)) == "int8") {  // LMI: int8 weights, 16-bit activations
+      dtype_int8_ = v;
+      cfg_.dtype = cfg_.device == Device::Cuda ? Dtype::Fp16 : Dtype::Fp32;
+      note("option.dtype", fmt::format("int8 = option.quantize=dynamic_int8 with {} activations{}",
+                                       to_string(cfg_.dtype),
+                                       cfg_.device == Device::Cpu ? " (the CPU backend computes in fp32)" : ""));
+      return;
+    }
     static const std::vector<Choice<Dtype>> kChoices = {
         {"fp32", Dtype::Fp32},     {"float32", Dtype::Fp32}, {"fp16", Dtype::Fp16},
         {"float16", Dtype::Fp16},  {"half", Dtype::Fp16},    {"bf16", Dtype::Bf16},
@@ -386,6 +392,20 @@ class Resolver {
       note(key, "fp8_e4m3 emulated on cpu: cached values rounded to E4M3, stored as fp32");
   }
 
+  // What this build quantizes, by device: "quantize dynamic_int8 on cpu; none on cuda".
+  std::string quantize_support() const {
+    std::vector<std::string> parts;
+    for (const Device d : caps_.devices) {
+      const auto it = caps_.quantize.find(d);
+      parts.push_back(fmt::format("{} on {}",
+                                  it == caps_.quantize.end() || it->second.empty()
+                                      ? "no quantization (option.quantize unset)"
+                                      : "quantize " + names(it->second),
+                                  to_string(d)));
+    }
+    return fmt::format("{}", fmt::join(parts, "; "));
+  }
+
   void resolve_quantization() {
     const RawValue* q = take("option.quantize");
     if (q != nullptr) {
@@ -393,12 +413,29 @@ class Resolver {
           {"dynamic_int8", Quantize::DynamicInt8},
           {"smoothquant", Quantize::SmoothQuant},
           {"none", Quantize::None}};
-      if (enum_value(*q, kChoices, cfg_.quantize, "dynamic_int8, smoothquant, none") &&
-          cfg_.quantize != Quantize::None && !caps_.quantize.count(cfg_.quantize)) {
-        unsupported(*q, caps_.quantize.empty() ? "no quantization (option.quantize unset)"
-                                               : "quantize " + names(caps_.quantize));
-      }
+      enum_value(*q, kChoices, cfg_.quantize, "dynamic_int8, smoothquant, none");
     }
+    if (dtype_int8_ != nullptr && !failed("option.quantize")) {
+      if (q != nullptr && cfg_.quantize != Quantize::DynamicInt8)
+        conflict("option.dtype", dtype_int8_,
+                 fmt::format("int8 means option.quantize=dynamic_int8, but option.quantize is {}",
+                             q->text));
+      else if (q == nullptr)
+        note("option.quantize", fmt::format("dynamic_int8 from option.dtype=int8 ({})",
+                                            dtype_int8_->source.describe()));
+      cfg_.quantize = Quantize::DynamicInt8;
+      warnings_.push_back(fmt::format(
+          "option.dtype=int8 (from {}) is LMI's spelling of option.quantize=dynamic_int8 with {} "
+          "activations",
+          dtype_int8_->source.describe(), to_string(cfg_.dtype)));
+    }
+    const RawValue* asked = q != nullptr ? q : dtype_int8_;
+    if (asked != nullptr && !failed(lower(asked->key)) && cfg_.quantize != Quantize::None) {
+      const auto it = caps_.quantize.find(cfg_.device);
+      if (it == caps_.quantize.end() || !it->second.count(cfg_.quantize))
+        unsupported(*asked, quantize_support());
+    }
+    resolve_group_size();
     const std::string akey = "option.smoothquant_alpha";
     const RawValue* a = take(akey);
     if (a == nullptr) {
@@ -410,6 +447,22 @@ class Resolver {
     cfg_.smoothquant_alpha = *x;
     if (!failed("option.quantize") && cfg_.quantize != Quantize::SmoothQuant)
       conflict(akey, a, "only used with option.quantize=smoothquant");
+  }
+
+  // option.quantize_group_size: dynamic_int8's input columns per scale; whether it divides each
+  // projection is checked when the model loads (engine/model/quantization.h).
+  void resolve_group_size() {
+    const std::string key = "option.quantize_group_size";
+    const RawValue* v = take(key);
+    if (v == nullptr) {
+      if (cfg_.quantize == Quantize::DynamicInt8) note(key, "unset: one scale per output channel");
+      return;
+    }
+    const auto n = parse_integer(trim(v->text));
+    if (!n || !valid_quantize_group_size(*n)) return invalid(*v, kQuantizeGroupSizeAllowed);
+    cfg_.quantize_group_size = static_cast<int>(*n);
+    if (!failed("option.quantize") && cfg_.quantize != Quantize::DynamicInt8)
+      conflict(key, v, "only used with option.quantize=dynamic_int8");
   }
 
   void resolve_batching() {
@@ -562,6 +615,7 @@ class Resolver {
   const Environment& env_;
   const EngineCapabilities& caps_;
   ServingConfig& cfg_;
+  const RawValue* dtype_int8_ = nullptr;  // option.dtype=int8 (LMI), resolved with quantize
   std::set<std::string> taken_;
   std::set<std::string> failed_;
   std::vector<std::string> errors_;

@@ -39,7 +39,8 @@ struct ServingConfig {
   Dtype dtype = Dtype::Auto;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // how the KV cache stores K and V
   int max_tokens = 1024;  // prompt + generated tokens per request
-  Quantize quantize = Quantize::None;
+  Quantize quantize = Quantize::None;  // option.dtype=int8 sets dynamic_int8 (LMI's spelling)
+  std::optional<int> quantize_group_size;  // dynamic_int8: unset = per output channel
   std::optional<double> smoothquant_alpha;  // unset: searched during calibration
   RollingBatch rolling_batch = RollingBatch::Auto;
   int max_rolling_batch_size = 256;

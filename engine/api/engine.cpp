@@ -24,6 +24,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
 #include "engine/model/model.h"
+#include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/serving/stop_sequences.h"
@@ -123,7 +124,7 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(const properties::ServingConfig& config, int replica)
       : config_(config),
-        model_(load_model(config.model_path)),
+        model_(load_model(config.model_path, linear_quant(config.quantize, config.quantize_group_size))),
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
         backend_(make_backend(config, model_, replica)),
         kv_cache_dtype_(backend_->kv_cache_dtype_name()),

@@ -1,0 +1,120 @@
+// option.quantize=dynamic_int8 and its spellings: OPTION_QUANTIZE, the HF_MODEL_QUANTIZE alias,
+// LMI's option.dtype=int8, option.quantize_group_size; supported on cpu, refused on cuda until
+// its kernels exist (docs/quantization.md).
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "engine/core/error.h"
+#include "properties/serving_config.h"
+#include "temp_model_dir.h"
+
+namespace {
+
+using namespace lmx::properties;
+using lmx::properties::testing::TempModelDir;
+
+ServingConfig load(const TempModelDir& dir, std::map<std::string, std::string> env = {},
+                   int gpus = 0, const EngineCapabilities& caps = EngineCapabilities::cpu_only()) {
+  return load_serving_config(dir.path(), Environment::from_map(std::move(env), gpus), caps);
+}
+
+std::string error_of(const TempModelDir& dir, std::map<std::string, std::string> env = {},
+                     int gpus = 0, const EngineCapabilities& caps = EngineCapabilities::cpu_only()) {
+  try {
+    load(dir, std::move(env), gpus, caps);
+  } catch (const lmx::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "configuration was accepted";
+  return "";
+}
+
+::testing::AssertionResult contains(const std::string& haystack, const std::string& needle) {
+  if (haystack.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << needle << "' not in: " << haystack;
+}
+
+// A build with the CUDA backend: dynamic_int8 on cpu only (what this_build() says with CUDA).
+EngineCapabilities with_cuda() {
+  EngineCapabilities c = EngineCapabilities::cpu_only();
+  c.devices.insert(Device::Cuda);
+  c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});
+  return c;
+}
+
+TEST(Quantize, DynamicInt8RunsOnCpuFromEverySpelling) {
+  TempModelDir file("option.quantize=dynamic_int8\n");
+  EXPECT_EQ(load(file).quantize, Quantize::DynamicInt8);
+  TempModelDir dir;
+  const ServingConfig env = load(dir, {{"OPTION_QUANTIZE", "DYNAMIC_INT8"}});
+  EXPECT_EQ(env.quantize, Quantize::DynamicInt8);
+  EXPECT_EQ(env.source_of("option.quantize").kind, ValueSource::Kind::Environment);
+  const ServingConfig alias = load(dir, {{"HF_MODEL_QUANTIZE", "dynamic_int8"}});
+  EXPECT_EQ(alias.quantize, Quantize::DynamicInt8);
+  EXPECT_EQ(alias.source_of("option.quantize").kind, ValueSource::Kind::Alias);
+  // The explicit OPTION_ spelling beats the TGI alias.
+  EXPECT_EQ(load(dir, {{"HF_MODEL_QUANTIZE", "dynamic_int8"}, {"OPTION_QUANTIZE", "none"}}).quantize,
+            Quantize::None);
+  EXPECT_FALSE(load(file).quantize_group_size.has_value());
+  EXPECT_TRUE(contains(load(file).source_of("option.quantize_group_size").note, "per output channel"));
+}
+
+TEST(Quantize, CudaRefusesDynamicInt8UntilItsKernelsExist) {
+  TempModelDir dir("option.device=cuda\noption.quantize=dynamic_int8\n");
+  const std::string e = error_of(dir, {}, 1, with_cuda());
+  EXPECT_TRUE(contains(e, "option.quantize=dynamic_int8 (from line 2 of"));
+  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
+  EXPECT_TRUE(contains(e, "quantize dynamic_int8 on cpu; no quantization (option.quantize unset) on cuda"));
+  TempModelDir cpu("option.device=cpu\noption.quantize=dynamic_int8\n");
+  EXPECT_EQ(load(cpu, {}, 1, with_cuda()).quantize, Quantize::DynamicInt8);
+  const std::string alias = error_of(dir, {{"HF_MODEL_QUANTIZE", "dynamic_int8"}}, 1, with_cuda());
+  EXPECT_TRUE(contains(alias, "not supported by this build of LMX yet"));
+}
+
+TEST(Quantize, LmiDtypeInt8MeansDynamicInt8With16BitActivations) {
+  TempModelDir dir("option.dtype=int8\n");
+  const ServingConfig cpu = load(dir);
+  EXPECT_EQ(cpu.quantize, Quantize::DynamicInt8);
+  EXPECT_EQ(cpu.dtype, Dtype::Fp32);  // the CPU backend's activations
+  EXPECT_TRUE(contains(cpu.source_of("option.dtype").note, "int8 = option.quantize=dynamic_int8 with fp32 activations"));
+  EXPECT_TRUE(contains(cpu.source_of("option.quantize").note, "dynamic_int8 from option.dtype=int8"));
+  ASSERT_EQ(cpu.warnings.size(), 1u);
+  EXPECT_TRUE(contains(cpu.warnings[0], "LMI's spelling of option.quantize=dynamic_int8"));
+
+  TempModelDir cuda("option.device=cuda\noption.dtype=INT8\n");
+  const ServingConfig gpu = load(cuda, {}, 1, EngineCapabilities::everything());
+  EXPECT_EQ(gpu.quantize, Quantize::DynamicInt8);
+  EXPECT_EQ(gpu.dtype, Dtype::Fp16);
+  const std::string e = error_of(cuda, {}, 1, with_cuda());
+  EXPECT_TRUE(contains(e, "option.dtype=INT8 (from line 2 of"));
+  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
+
+  TempModelDir both("option.dtype=int8\noption.quantize=dynamic_int8\n");
+  EXPECT_EQ(load(both).quantize, Quantize::DynamicInt8);
+  TempModelDir clash("option.dtype=int8\noption.quantize=smoothquant\n");
+  EXPECT_TRUE(contains(error_of(clash, {}, 0, EngineCapabilities::everything()),
+                       "int8 means option.quantize=dynamic_int8, but option.quantize is smoothquant"));
+}
+
+TEST(Quantize, GroupSize) {
+  TempModelDir ok("option.quantize=dynamic_int8\noption.quantize_group_size=128\n");
+  EXPECT_EQ(load(ok).quantize_group_size, 128);
+  TempModelDir env;
+  EXPECT_EQ(load(env, {{"OPTION_QUANTIZE", "dynamic_int8"}, {"OPTION_QUANTIZE_GROUP_SIZE", "64"}})
+                .quantize_group_size,
+            64);
+  for (const char* bad : {"48", "0", "2", "-128", "131072", "abc", ""}) {
+    SCOPED_TRACE(bad);
+    TempModelDir dir(std::string("option.quantize=dynamic_int8\noption.quantize_group_size=") + bad + "\n");
+    const std::string e = error_of(dir);
+    EXPECT_TRUE(contains(e, std::string("invalid value '") + bad + "' for option.quantize_group_size"));
+    EXPECT_TRUE(contains(e, "a power of two from 4 to 65536"));
+  }
+  TempModelDir alone("option.quantize_group_size=128\n");
+  EXPECT_TRUE(contains(error_of(alone), "option.quantize_group_size=128 (from line 1 of"));
+  EXPECT_TRUE(contains(error_of(alone), "only used with option.quantize=dynamic_int8"));
+}
+
+}  // namespace
