@@ -1,5 +1,7 @@
 #include "engine/model/safetensors.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -40,9 +42,10 @@ TensorView parse_entry(const std::string& name, const json& entry, std::span<con
   const std::string dtype = entry["dtype"].get<std::string>();
   auto parsed = dtype_from_safetensors(dtype);
   if (!parsed && (dtype == "F8_E4M3" || dtype == "F8_E5M2"))  // an fp8 checkpoint
-    throw_error("{}: dtype {} (fp8 weights) is not supported: LMX loads F32, F16 and BF16 "
-                "checkpoints (option.quantize=dynamic_int8 quantizes those to int8 itself)",
-                where, dtype);
+    throw_error(
+        "{}: dtype {} (fp8 weights) is not supported: LMX loads F32, F16 and BF16 "
+        "checkpoints (option.quantize=dynamic_int8 quantizes those to int8 itself)",
+        where, dtype);
   if (!parsed) throw_error("{}: unknown dtype '{}'", where, dtype);
   view.dtype = *parsed;
   for (const json& d : entry["shape"]) {
@@ -55,10 +58,15 @@ TensorView parse_entry(const std::string& name, const json& entry, std::span<con
   const uint64_t begin = offsets[0].get<uint64_t>();
   const uint64_t end = offsets[1].get<uint64_t>();
   if (begin > end || end > data.size())
-    throw_error("{}: data_offsets [{}, {}] out of range (data section holds {} bytes; file "
-                "truncated?)",
-                where, begin, end, data.size());
-  const uint64_t expected = uint64_t(checked_numel(view.shape, where)) * dtype_size(view.dtype);
+    throw_error(
+        "{}: data_offsets [{}, {}] out of range (data section holds {} bytes; file "
+        "truncated?)",
+        where, begin, end, data.size());
+  const uint64_t numel = uint64_t(checked_numel(view.shape, where));
+  if (numel > UINT64_MAX / dtype_size(view.dtype))  // the byte count would wrap (a [2^62] tensor)
+    throw_error("{}: shape {} of {} overflows a 64-bit byte count", where, shape_str(view.shape),
+                dtype);
+  const uint64_t expected = numel * dtype_size(view.dtype);
   if (end - begin != expected)
     throw_error("{}: data_offsets span {} bytes but {} {} needs {}", where, end - begin, dtype,
                 shape_str(view.shape), expected);
@@ -82,7 +90,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
     : map_(std::make_unique<MappedFile>(path)) {
   const std::string file = path.string();
   const std::span<const std::byte> bytes = map_->bytes();
-  if (bytes.size() < 8) throw_error("{}: not a safetensors file ({} bytes, truncated?)", file, bytes.size());
+  if (bytes.size() < 8)
+    throw_error("{}: not a safetensors file ({} bytes, truncated?)", file, bytes.size());
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);  // little-endian host assumed (x86-64, aarch64)
   if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8)
@@ -105,6 +114,41 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
     view.file = &map_->path();
     tensors_.emplace(name, std::move(view));
   }
+  check_data_layout(data.size(), file);
+}
+
+// The safetensors format indexes its data section entirely, tensor after tensor: overlapping
+// tensors (one write seen through two names) or bytes no tensor covers (a polyglot file) are
+// refused, as the reference library refuses them.
+void SafetensorsFile::check_data_layout(size_t data_bytes, const std::string& file) const {
+  std::vector<std::pair<std::span<const std::byte>, const std::string*>> spans;
+  for (const auto& [name, view] : tensors_) spans.emplace_back(view.data, &name);
+  if (spans.empty()) return;
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+    return a.first.data() != b.first.data() ? a.first.data() < b.first.data()
+                                            : a.first.size() < b.first.size();
+  });
+  const std::byte* base = map_->bytes().data() + (map_->bytes().size() - data_bytes);
+  size_t covered = 0;  // bytes of the data section before `covered` belong to a tensor
+  const std::string* previous = nullptr;
+  for (const auto& [span, name] : spans) {
+    const size_t begin = size_t(span.data() - base), end = begin + span.size();
+    if (begin < covered)
+      throw_error("{}: tensor '{}' (data_offsets [{}, {}]) overlaps tensor '{}' (ending at {})",
+                  file, *name, begin, end, *previous, covered);
+    if (begin > covered)
+      throw_error(
+          "{}: data section bytes [{}, {}) belong to no tensor (safetensors indexes its "
+          "data entirely; the file is corrupt or not safetensors)",
+          file, covered, begin);
+    covered = end;
+    previous = name;
+  }
+  if (covered != data_bytes)
+    throw_error(
+        "{}: data section bytes [{}, {}) belong to no tensor (safetensors indexes its "
+        "data entirely; the file is corrupt or not safetensors)",
+        file, covered, data_bytes);
 }
 
 }  // namespace lmx

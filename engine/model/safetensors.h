@@ -38,6 +38,8 @@ class SafetensorsFile {
   const std::filesystem::path& path() const { return map_->path(); }
 
  private:
+  void check_data_layout(size_t data_bytes, const std::string& file) const;
+
   std::unique_ptr<MappedFile> map_;
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> metadata_;

@@ -1,6 +1,7 @@
 #include "engine/model/weight_map.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -48,9 +49,12 @@ class Resolver {
     for (size_t i = 0; i < part_names.size(); ++i) {
       const TensorView& t = require(part_names[i]);
       std::vector<int64_t> expected;
-      if (cols == 0) expected = {rows[i]};
-      else if (ref.transposed) expected = {cols, rows[i]};
-      else expected = {rows[i], cols};
+      if (cols == 0)
+        expected = {rows[i]};
+      else if (ref.transposed)
+        expected = {cols, rows[i]};
+      else
+        expected = {rows[i], cols};
       if (t.shape != expected)
         throw_error("tensor '{}' has shape {}, expected {} for this config", part_names[i],
                     shape_str(t.shape), shape_str(expected));
@@ -59,7 +63,9 @@ class Resolver {
     return ref;
   }
 
-  WeightRef vector(const std::string& name, int64_t n) const { return matrix({name}, {n}, 0, false); }
+  WeightRef vector(const std::string& name, int64_t n) const {
+    return matrix({name}, {n}, 0, false);
+  }
 
   NormRef norm(const std::string& weight, const std::string& bias, int64_t n, bool has_bias) const {
     NormRef r;
@@ -167,7 +173,8 @@ ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const T
     w.lm_head.shard = vocab;
     if (d.lm_head_bias) w.lm_head.bias = r.vector(names.lm_head_bias, V);
   } else {
-    w.lm_head = r.linear({names.lm_head}, {names.lm_head_bias}, {V}, E, d.lm_head_bias, vocab, false);
+    w.lm_head =
+        r.linear({names.lm_head}, {names.lm_head_bias}, {V}, E, d.lm_head_bias, vocab, false);
   }
 
   const std::vector<int64_t> qkv_split = {Q, KV, KV};
@@ -212,6 +219,20 @@ ModelWeightRefs resolve_weights(const Checkpoint& ckpt, const DecoderDesc& d,
 
 ModelWeightRefs describe_weights(const DecoderDesc& d) { return build_refs(nullptr, d, {}); }
 
+namespace {
+
+// Weights are checked as they are converted (every backend materializes through here): a NaN
+// or infinity would load as healthy and answer garbage.
+void require_finite(const TensorView& part, const float* values, int64_t n, int64_t row) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(values[i]))
+      throw_error("{}: tensor '{}' holds a non-finite weight ({}){}",
+                  part.file ? part.file->string() : "checkpoint", part.name, values[i],
+                  row >= 0 ? fmt::format(" in row {}", row) : "");
+}
+
+}  // namespace
+
 void materialize_f32(const WeightRef& ref, float* dst) {
   const int64_t rows = ref.shape[0], cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
   // Where each part's rows start in the concatenation, and the stored row length.
@@ -244,6 +265,7 @@ void materialize_f32(const WeightRef& ref, float* dst) {
       for (auto [b, e] : col_ranges) {
         convert_to_f32(part.dtype, part.data.data() + size_t(r * full_cols + b) * elem,
                        size_t(e - b), out);
+        require_finite(part, out, e - b, r);
         out += e - b;
       }
     } else {
@@ -251,6 +273,7 @@ void materialize_f32(const WeightRef& ref, float* dst) {
       if (transposed_index != int(p)) {
         transposed_part.resize(size_t(part.numel()));
         convert_to_f32(part.dtype, part.data.data(), size_t(part.numel()), transposed_part.data());
+        require_finite(part, transposed_part.data(), part.numel(), -1);
         transposed_index = int(p);
       }
       for (auto [b, e] : col_ranges)

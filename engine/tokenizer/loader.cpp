@@ -134,7 +134,20 @@ Tokenizer Tokenizer::from_json(const std::string& tokenizer_json,
   const nlohmann::json config = tokenizer_config_json.empty()
                                     ? nlohmann::json()
                                     : parse(tokenizer_config_json, "tokenizer_config.json");
-  return Tokenizer(build_tokenizer(tj, config));
+  if (!tj.is_object()) throw_error("tokenizer: tokenizer.json must be a JSON object");
+  if (!config.is_null() && !config.is_object())
+    throw_error("tokenizer: tokenizer_config.json must be a JSON object");
+  try {
+    return Tokenizer(build_tokenizer(tj, config));
+  } catch (const nlohmann::json::exception& e) {
+    // A field of the wrong JSON type somewhere in the file: say so in the user's terms, without
+    // the library's "[json.exception.type_error.302]" prefix.
+    std::string what = e.what();
+    if (const size_t end = what.find("] "); what.rfind("[json.exception.", 0) == 0 && end != std::string::npos)
+      what = what.substr(end + 2);
+    throw_error("tokenizer: a field of tokenizer.json or tokenizer_config.json has the wrong JSON "
+                "type for a Hugging Face tokenizer ({})", what);
+  }
 }
 
 Tokenizer Tokenizer::from_model_dir(const std::filesystem::path& dir) {

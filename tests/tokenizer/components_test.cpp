@@ -150,5 +150,23 @@ TEST(TokenizerLoad, ConfigTokenMissingFromVocabIsAnError) {
   EXPECT_THROW((void)Tokenizer::from_json(tj, R"({"eos_token": "</s>"})"), Error);
 }
 
+// A tokenizer.json of the wrong shape is an lmx::Error in the user's terms, not the JSON
+// library's "[json.exception.type_error.302]".
+TEST(TokenizerLoad, WrongShapeSaysSoInUserTerms) {
+  for (const char* tj : {R"([])", R"({"model": [1, 2, 3]})",
+                         R"({"model": {"type": "BPE", "vocab": {"a": "x"}, "merges": []}})"}) {
+    try {
+      (void)Tokenizer::from_json(tj, "");
+      ADD_FAILURE() << "loaded " << tj;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("tokenizer"), std::string::npos) << what;
+      EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
+    }
+  }
+  EXPECT_THROW((void)Tokenizer::from_json(R"({"model": {"type": "WordPiece", "vocab": {}}})", "[1]"),
+               Error);
+}
+
 }  // namespace
 }  // namespace lmx::test

@@ -1,10 +1,14 @@
 // Every loader failure is a clear lmx::Error naming what was wrong; malformed files never crash.
+#include <cmath>
+#include <cstring>
 #include <fstream>
+#include <limits>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "engine/backend/cpu_backend.h"
 #include "engine/model/model.h"
 #include "tests/support/checkpoint_writer.h"
 
@@ -134,6 +138,13 @@ class MalformedFileTest : public LoaderTest {
     write_file(dir_.path() / "model.safetensors", bytes);
   }
   std::string valid() { return safetensors_bytes(tiny_llama_tensors(tiny_llama_config())); }
+  // A file of this header and `data_bytes` zero bytes of data.
+  void write_raw(const std::string& header, size_t data_bytes) {
+    const uint64_t len = header.size();
+    std::string out(8, '\0');
+    std::memcpy(out.data(), &len, 8);
+    write_weights(out + header + std::string(data_bytes, '\0'));
+  }
 };
 
 TEST_F(MalformedFileTest, EmptyFile) {
@@ -212,6 +223,60 @@ TEST_F(MalformedFileTest, HeaderEntryMissingShape) {
   std::memcpy(out.data(), &len, 8);
   write_weights(out + header + std::string(4, '\0'));
   expect_error([&] { load(); }, {"'x'", "shape"});
+}
+
+// The data section is indexed entirely, tensor after tensor, as the reference library requires.
+TEST_F(MalformedFileTest, OverlappingTensorsAreNamed) {
+  write_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12);
+  expect_error([&] { load(); }, {"model.safetensors", "tensor 'b'", "overlaps tensor 'a'"});
+}
+
+TEST_F(MalformedFileTest, BytesOfNoTensorAreRefused) {
+  write_raw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8);
+  expect_error([&] { load(); }, {"bytes [0, 4) belong to no tensor"});
+  write_raw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8);
+  expect_error([&] { load(); }, {"bytes [4, 8) belong to no tensor"});
+}
+
+// 2^62 F32 elements are 2^64 bytes: the byte count must not wrap to 0 and pass as empty.
+TEST_F(MalformedFileTest, ByteCountOverflowIsRefused) {
+  write_raw(R"({"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0);
+  expect_error([&] { load(); }, {"'x'", "overflows a 64-bit byte count"});
+}
+
+// Non-finite weights would load as healthy and answer garbage: loading names the tensor.
+TEST_F(LoaderTest, NonFiniteWeightIsNamed) {
+  const auto config = tiny_llama_config();
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    auto tensors = tiny_llama_tensors(config);
+    TensorSpec& w = tensors.at("model.layers.0.mlp.down_proj.weight");
+    w.values.assign(size_t(w.shape[0] * w.shape[1]), 0.5f);
+    w.values[7] = bad;
+    write_model(config, tensors);
+    expect_error([&] { make_cpu_backend(load(), {16, 4}); },
+                 {"model.safetensors", "tensor 'model.layers.0.mlp.down_proj.weight'",
+                  "non-finite weight"});
+  }
+}
+
+// Config values that make the math undefined are refused, naming the key and the value.
+TEST_F(LoaderTest, UndefinedConfigValuesAreNamed) {
+  const auto tensors = tiny_llama_tensors(tiny_llama_config());
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"num_hidden_layers", -1}}, "num_hidden_layers = -1 must be positive"},
+      {{{"rms_norm_eps", -1}}, "rms_norm_eps = -1 must be a positive finite number"},
+      {{{"rms_norm_eps", 0}}, "rms_norm_eps = 0 must be a positive finite number"},
+      {{{"rope_theta", 0}}, "rope_theta (rope_theta) = 0 must be a positive finite number"},
+      {{{"rope_theta", -3}}, "rope_theta (rope_theta) = -3 must be a positive finite number"},
+  };
+  for (const auto& [patch, message] : cases) {
+    auto config = tiny_llama_config();
+    config.update(patch);
+    config.erase("rope_parameters");
+    write_model(config, tensors);
+    expect_error([&] { load(); }, {"config.json", message});
+  }
 }
 
 // ---- sharded checkpoints ----

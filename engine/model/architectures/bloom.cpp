@@ -22,7 +22,7 @@ DecoderDesc describe(const ModelConfig& config) {
   // ALiBi has no position table; the context limit is the serving configuration's. Bloom's
   // configs name their training length `seq_length` when they name one.
   d.max_position_embeddings = config.get_int({"max_position_embeddings", "seq_length"}).value_or(2048);
-  d.norm_eps = float(config.get_double({"layer_norm_epsilon"}).value_or(1e-5));
+  d.norm_eps = arch::read_norm_eps(config, "layer_norm_epsilon", 1e-5);
   d.positions = PositionKind::Alibi;
   d.embedding_norm = true;
   d.residual_from_norm = config.get_bool("apply_residual_connection_post_layernorm").value_or(false);

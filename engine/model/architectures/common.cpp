@@ -1,6 +1,7 @@
 #include "engine/model/architectures/common.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/core/error.h"
 
@@ -18,6 +19,27 @@ double number_or(const json& obj, const char* key, double fallback, const std::s
 
 }  // namespace
 
+float read_norm_eps(const ModelConfig& config, const char* key, double fallback) {
+  const double eps = config.get_double({key}).value_or(fallback);
+  if (!(eps > 0.0) || !std::isfinite(float(eps)))
+    throw_error("{}: {} = {} must be a positive finite number", config.source(), key, eps);
+  return float(eps);
+}
+
+int read_layer_count(const ModelConfig& config, std::initializer_list<const char*> keys) {
+  const int n = config.require_int(keys);
+  if (n <= 0) {
+    const char* key = *keys.begin();
+    for (const char* k : keys)
+      if (config.raw().contains(k)) {
+        key = k;
+        break;
+      }
+    throw_error("{}: {} = {} must be positive", config.source(), key, n);
+  }
+  return n;
+}
+
 RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legacy) {
   const json& raw = config.raw();
   RopeDesc rope;
@@ -27,8 +49,10 @@ RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legac
     params = raw["rope_parameters"];
     where += ": rope_parameters";
     if (!params.is_object() || !(params.contains("rope_type") || params.contains("rope_theta")))
-      throw_error("{} must be an object with 'rope_type' and 'rope_theta' (per-layer-type rope "
-                  "parameters are not supported)", where);
+      throw_error(
+          "{} must be an object with 'rope_type' and 'rope_theta' (per-layer-type rope "
+          "parameters are not supported)",
+          where);
     rope.theta = float(number_or(params, "rope_theta", 10000.0, where));
   } else {
     rope.theta = float(config.get_double({legacy.theta}).value_or(10000.0));
@@ -39,15 +63,20 @@ RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legac
     }
   }
 
-  const double partial = number_or(
-      params, "partial_rotary_factor",
-      config.get_double({legacy.partial}).value_or(legacy.partial_default), where);
+  if (!(rope.theta > 0.0f) || !std::isfinite(rope.theta))  // inv_freq = theta^(-2i/d): undefined
+    throw_error("{}: rope_theta ({}) = {} must be a positive finite number", config.source(),
+                params.contains("rope_theta") ? "rope_parameters" : legacy.theta, rope.theta);
+  const double partial =
+      number_or(params, "partial_rotary_factor",
+                config.get_double({legacy.partial}).value_or(legacy.partial_default), where);
   if (partial <= 0.0 || partial > 1.0)
     throw_error("{}: partial_rotary_factor {} must be in (0, 1]", config.source(), partial);
   rope.rotary_dim = int(head_dim * partial);  // truncates, as transformers does
   if (rope.rotary_dim % 2 != 0 || rope.rotary_dim == 0)
-    throw_error("{}: rotary dimension {} (head_dim {} x partial_rotary_factor {}) must be even "
-                "and positive", config.source(), rope.rotary_dim, head_dim, partial);
+    throw_error(
+        "{}: rotary dimension {} (head_dim {} x partial_rotary_factor {}) must be even "
+        "and positive",
+        config.source(), rope.rotary_dim, head_dim, partial);
 
   std::string type = "default";
   for (const char* key : {"rope_type", "type"})
@@ -65,7 +94,8 @@ RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legac
     rope.factor = float(number_or(params, "factor", 8.0, where));
     rope.low_freq_factor = float(number_or(params, "low_freq_factor", 1.0, where));
     rope.high_freq_factor = float(number_or(params, "high_freq_factor", 4.0, where));
-    rope.original_max_position = int(number_or(params, "original_max_position_embeddings", 8192, where));
+    rope.original_max_position =
+        int(number_or(params, "original_max_position_embeddings", 8192, where));
     if (rope.high_freq_factor <= rope.low_freq_factor)
       throw_error("{}: llama3 high_freq_factor {} must exceed low_freq_factor {}", where,
                   rope.high_freq_factor, rope.low_freq_factor);
@@ -84,15 +114,18 @@ void require_value(const ModelConfig& config, const char* key, const json& suppo
               it->dump(), supported.dump());
 }
 
-Activation parse_activation(const ModelConfig& config, const char* key, const std::string& fallback) {
+Activation parse_activation(const ModelConfig& config, const char* key,
+                            const std::string& fallback) {
   const std::string name = config.get_string(key).value_or(fallback);
   if (name == "silu" || name == "swish") return Activation::Silu;
   if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
     return Activation::GeluTanh;
   if (name == "gelu") return Activation::GeluExact;
   if (name == "relu") return Activation::Relu;
-  throw_error("{}: '{}' = '{}' is not supported (supported: silu, swish, gelu, gelu_new, "
-              "gelu_pytorch_tanh, gelu_fast, relu)", config.source(), key, name);
+  throw_error(
+      "{}: '{}' = '{}' is not supported (supported: silu, swish, gelu, gelu_new, "
+      "gelu_pytorch_tanh, gelu_fast, relu)",
+      config.source(), key, name);
 }
 
 std::vector<int> read_sliding_windows(const ModelConfig& config, int num_layers,
@@ -115,8 +148,9 @@ std::vector<int> read_sliding_windows(const ModelConfig& config, int num_layers,
                   config.source(), i, t);
     auto w = config.get_int({"sliding_window"});
     if (!w || *w <= 0)
-      throw_error("{}: layer {} is sliding_attention but 'sliding_window' is not a positive integer",
-                  config.source(), i);
+      throw_error(
+          "{}: layer {} is sliding_attention but 'sliding_window' is not a positive integer",
+          config.source(), i);
     windows[i] = *w;
   }
   return windows;
@@ -127,7 +161,7 @@ DecoderDesc describe_llama_like(const ModelConfig& config, bool tie_default) {
   d.architecture = config.architecture();
   d.vocab_size = config.require_int({"vocab_size"});
   d.hidden_size = config.require_int({"hidden_size"});
-  d.num_layers = config.require_int({"num_hidden_layers"});
+  d.num_layers = read_layer_count(config, {"num_hidden_layers"});
   d.num_heads = config.require_int({"num_attention_heads"});
   d.num_kv_heads = config.get_int({"num_key_value_heads"}).value_or(d.num_heads);
   if (d.num_heads <= 0) throw_error("{}: num_attention_heads must be positive", config.source());
@@ -135,7 +169,7 @@ DecoderDesc describe_llama_like(const ModelConfig& config, bool tie_default) {
   d.intermediate_size = config.require_int({"intermediate_size"});
   d.max_position_embeddings = config.get_int({"max_position_embeddings"}).value_or(2048);
   d.norm = NormKind::RmsNorm;
-  d.norm_eps = float(config.get_double({"rms_norm_eps"}).value_or(1e-6));
+  d.norm_eps = read_norm_eps(config, "rms_norm_eps", 1e-6);
   d.positions = PositionKind::Rotary;
   d.rope = read_rope(config, d.head_dim);
   d.mlp = MlpKind::Gated;
@@ -151,7 +185,7 @@ void read_mha_sizes(const ModelConfig& config, DecoderDesc& d,
                     std::initializer_list<const char*> head_keys) {
   d.vocab_size = config.require_int({"vocab_size"});
   d.hidden_size = config.require_int(hidden_keys);
-  d.num_layers = config.require_int(layer_keys);
+  d.num_layers = read_layer_count(config, layer_keys);
   d.num_heads = d.num_kv_heads = config.require_int(head_keys);
   if (d.num_heads <= 0 || d.hidden_size % d.num_heads != 0)
     throw_error("{}: hidden size {} is not a multiple of the {} attention heads", config.source(),
@@ -164,7 +198,8 @@ void norm_names(std::string& weight, std::string& bias, const std::string& modul
   bias = module + ".bias";
 }
 
-void linear_names(std::string& weight, std::string& bias, const std::string& module, bool has_bias) {
+void linear_names(std::string& weight, std::string& bias, const std::string& module,
+                  bool has_bias) {
   weight = module + ".weight";
   bias = has_bias ? module + ".bias" : "";
 }

@@ -19,6 +19,13 @@ struct RopeLegacyKeys {
 };
 RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legacy = {});
 
+// A norm's epsilon from `key` (default when absent): a positive finite number, else an error
+// naming the key and the value (a negative or zero epsilon makes the norm undefined).
+float read_norm_eps(const ModelConfig& config, const char* key, double fallback);
+
+// The layer count from the first of `keys` present: positive, else an error naming it.
+int read_layer_count(const ModelConfig& config, std::initializer_list<const char*> keys);
+
 // Refuses a config value that changes the math in a way the engine does not implement:
 // `key` present with a value other than `supported` (absent is fine). The error names both.
 void require_value(const ModelConfig& config, const char* key, const nlohmann::json& supported);

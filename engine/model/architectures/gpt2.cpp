@@ -14,7 +14,7 @@ DecoderDesc describe(const ModelConfig& config) {
                        {"n_head", "num_attention_heads"});
   d.intermediate_size = config.get_int({"n_inner"}).value_or(4 * d.hidden_size);
   d.max_position_embeddings = config.require_int({"n_positions", "max_position_embeddings"});
-  d.norm_eps = float(config.get_double({"layer_norm_epsilon"}).value_or(1e-5));
+  d.norm_eps = arch::read_norm_eps(config, "layer_norm_epsilon", 1e-5);
   d.positions = PositionKind::LearnedAbsolute;
   d.activation = arch::parse_activation(config, "activation_function", "gelu_new");
   d.qkv_bias = d.o_bias = d.mlp_bias = true;

@@ -52,7 +52,7 @@ DecoderDesc describe(const ModelConfig& config) {
                        {"num_heads", "num_attention_heads"});
   d.intermediate_size = config.get_int({"intermediate_size"}).value_or(4 * d.hidden_size);
   d.max_position_embeddings = config.require_int({"max_position_embeddings"});
-  d.norm_eps = float(config.get_double({"layer_norm_epsilon"}).value_or(1e-5));
+  d.norm_eps = arch::read_norm_eps(config, "layer_norm_epsilon", 1e-5);
   d.positions = PositionKind::LearnedAbsolute;
   d.activation = arch::parse_activation(config, "activation_function", "gelu_new");
   d.scale_attention = false;

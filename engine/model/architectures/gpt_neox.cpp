@@ -13,7 +13,7 @@ DecoderDesc describe(const ModelConfig& config) {
   arch::read_mha_sizes(config, d, {"hidden_size"}, {"num_hidden_layers"}, {"num_attention_heads"});
   d.intermediate_size = config.require_int({"intermediate_size"});
   d.max_position_embeddings = config.get_int({"max_position_embeddings"}).value_or(2048);
-  d.norm_eps = float(config.get_double({"layer_norm_eps"}).value_or(1e-5));
+  d.norm_eps = arch::read_norm_eps(config, "layer_norm_eps", 1e-5);
   d.parallel_residual = config.get_bool("use_parallel_residual").value_or(true);
   d.positions = PositionKind::Rotary;
   // transformers 5 reads rope_parameters, else these legacy keys (never a top-level rope_theta
