@@ -13,6 +13,7 @@ usage: render_chat_reference.py TEMPLATE CASE.json
   (bos_token / eos_token and chat_template_kwargs go in "variables")
 Prints {"text": ...} and exits 0, or prints {"error": ..., "raised": bool} and exits 1.
 Only the test oracle: LMX itself never runs Python."""
+import functools
 import json
 import sys
 from datetime import datetime
@@ -49,15 +50,25 @@ def strftime_now(format):
     return datetime.now().strftime(format)
 
 
-def render(source, case):
-    """{"text": ...}, or {"error": "Type: message", "raised": raise_exception was called}."""
+@functools.lru_cache(maxsize=None)
+def environment():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[GenerationBlock, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
+    return env
+
+
+@functools.lru_cache(maxsize=256)
+def compile_template(source):
+    return environment().from_string(source)
+
+
+def render(source, case):
+    """{"text": ...}, or {"error": "Type: message", "raised": raise_exception was called}."""
     try:
-        template = env.from_string(source)
+        template = compile_template(source)
         text = template.render(messages=case["messages"], tools=case.get("tools"),
                                documents=case.get("documents"),
                                add_generation_prompt=case.get("add_generation_prompt", False),

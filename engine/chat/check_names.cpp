@@ -66,8 +66,38 @@ void check_body(const Body& body, bool soft) {
   for (const StmtPtr& s : body) check_stmt(*s, soft);
 }
 
+bool expr_uses(const Expr* e, const std::string& name) {
+  if (!e) return false;
+  if (e->kind == Expr::kName && e->name == name) return true;
+  if (expr_uses(e->a.get(), name) || expr_uses(e->b.get(), name) || expr_uses(e->c.get(), name))
+    return true;
+  for (const ExprPtr& x : e->args)
+    if (expr_uses(x.get(), name)) return true;
+  for (const auto& kv : e->kwargs)
+    if (expr_uses(kv.second.get(), name)) return true;
+  return false;
+}
+
 }  // namespace
 
 void check_names(const TemplateAst& ast) { check_body(ast.body, false); }
+
+bool uses_name(const Body& body, const std::string& name) {
+  for (const StmtPtr& s : body) {
+    if (expr_uses(s->expr.get(), name) || expr_uses(s->filter.get(), name)) return true;
+    for (const ExprPtr& e : s->conditions)
+      if (expr_uses(e.get(), name)) return true;
+    for (const ExprPtr& e : s->defaults)
+      if (expr_uses(e.get(), name)) return true;
+    for (const ExprPtr& e : s->with_values)
+      if (expr_uses(e.get(), name)) return true;
+    for (const Body& b : s->bodies)
+      if (uses_name(b, name)) return true;
+    // A nested macro's own varargs / kwargs are its own.
+    if (s->kind != Stmt::kMacro && (uses_name(s->body, name) || uses_name(s->else_body, name)))
+      return true;
+  }
+  return false;
+}
 
 }  // namespace lmx::chat

@@ -17,7 +17,9 @@ class Macro : public Callable {
         closure_(std::move(closure)),
         caller_(std::move(caller)),
         name_(std::move(name)),
-        body_(body) {}
+        body_(body),
+        takes_varargs_(uses_name(body, "varargs")),
+        takes_kwargs_(uses_name(body, "kwargs")) {}
 
   std::string name() const override { return name_; }
 
@@ -32,6 +34,8 @@ class Macro : public Callable {
     const size_t n = def_.params.size();
     std::vector<bool> given(n, false);
     List varargs;
+    if (args.positional.size() > n && !takes_varargs_)
+      in.fail(fmt::format("TypeError: macro '{}' takes not more than {} argument(s)", name_, n));
     for (size_t i = 0; i < args.positional.size(); ++i) {
       if (i < n) {
         scope->vars[def_.params[i]] = args.positional[i];
@@ -55,6 +59,8 @@ class Macro : public Callable {
         given[i] = true;
         matched = true;
       }
+      if (!matched && !takes_kwargs_)
+        in.fail(fmt::format("TypeError: macro '{}' takes no keyword argument '{}'", name_, k));
       if (!matched) kwargs.set(Value(k), v);
     }
     for (size_t i = 0; i < n; ++i) {
@@ -85,6 +91,7 @@ class Macro : public Callable {
   Value caller_;
   std::string name_;
   const Body& body_;
+  bool takes_varargs_, takes_kwargs_;
 };
 
 Interpreter::Interpreter(Limits limits, std::map<std::string, Value> globals)

@@ -104,5 +104,8 @@ std::optional<Value> method(const Value& self, const std::string& name);
 // Checks what jinja2 checks when it compiles: every filter and test outside an if / inline-if
 // must exist. Throws TemplateError naming the first unknown one.
 void check_names(const TemplateAst& ast);
+// Whether statements refer to `name` (jinja2 lets a macro take extra positional / keyword
+// arguments only when its body uses varargs / kwargs).
+bool uses_name(const Body& body, const std::string& name);
 
 }  // namespace lmx::chat

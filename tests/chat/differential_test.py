@@ -9,6 +9,7 @@ usage: differential_test.py --lmx PATH [--templates DIR] [--cases DIR] [--only N
 Exit 0 when every rendering agrees (or is listed in KNOWN_UNSUPPORTED with a reason)."""
 import argparse
 import concurrent.futures
+import copy
 import json
 import os
 import subprocess
@@ -177,13 +178,13 @@ def main():
                 with open(path, encoding="utf-8", newline="") as f:
                     source = f.read()
                 for c in cases:
-                    ref = reference.render(source, loaded[c])
+                    ref = reference.render(source, copy.deepcopy(loaded[c]))  # a template may mutate it
                     fut = pool.submit(run_lmx, args.lmx, path, os.path.join(args.cases, c), loaded[c], tmp)
                     jobs.append((t, c, ref, fut))
             for model in models:
                 for c in cases:
                     source, ref_case, lmx_vars = model_dir_inputs(model, loaded[c])
-                    ref = reference.render(source, ref_case)
+                    ref = reference.render(source, copy.deepcopy(ref_case))
                     fut = pool.submit(run_lmx, args.lmx, model, os.path.join(args.cases, c),
                                       {**loaded[c], "variables": lmx_vars}, tmp)
                     jobs.append(("model " + os.path.basename(model), c, ref, fut))
