@@ -106,12 +106,14 @@ TEST_P(Int8TensorParallel, PerChannelSplitEqualsWholeWithRowParallelHalves) {
   expect_same(generate(split, f.expected["cases"], kDegree), generate(whole, f.expected["cases"], 1));
 }
 
-// Families and layouts: tied / untied heads, MHA / MQA (replicated KV heads), biases, Conv1D,
-// fused q/k/v per head with ALiBi, OPT's replicated projections, partial rotary, a real model.
+// Every family, and layouts: tied / untied heads, MHA / MQA (replicated KV heads), biases,
+// Conv1D, fused q/k/v per head (NeoX, Bloom with ALiBi), OPT's replicated projections, partial
+// rotary, sliding windows, local attention, a real model.
 INSTANTIATE_TEST_SUITE_P(Fixtures, Int8TensorParallel,
                          ::testing::Values("llama_mha_tied", "llama_mqa_bf16_sharded", "gpt2",
                                            "bloom_4heads", "opt_post_ln_proj", "gptj_partial_rotary",
-                                           "qwen2_bias_tied", "real_stories260k"));
+                                           "qwen2_bias_tied", "mistral_sliding", "gpt_neox_parallel",
+                                           "gpt_neo_mixed_local", "real_stories260k"));
 
 // A backend that cannot hold quantized weights refuses them when it maps the description
 // (map_weights): what keeps the CUDA backend from computing fp16 for a dynamic_int8 request.
