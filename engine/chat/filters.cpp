@@ -1,6 +1,7 @@
 // jinja2's built-in filters as chat templates use them, with transformers' tojson. Each follows
 // jinja2 3.1's definition (argument names, defaults, what it does with Undefined and None).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -185,7 +186,19 @@ Value round_filter(Interpreter& in, const Value& v, const CallArgs& a) {
   if (!v.is_number()) in.fail(fmt::format("TypeError: type {} doesn't define __round__ method", v.type_name()));
   const double x = v.to_double();
   if (method == "common") {
-    if (!v.is_float()) return Value(v.to_int());  // round(int, n) stays an int
+    if (!v.is_float()) {  // round(int, n) stays an int; n < 0 rounds to tens, half to even
+      const int64_t n = v.to_int();
+      if (precision >= 0) return Value(n);
+      int64_t p = 1;
+      for (int64_t i = 0; i < -precision && p < INT64_MAX / 10; ++i) p *= 10;
+      int64_t q = n / p, r = n % p;
+      if (r < 0) {
+        r += p;
+        --q;
+      }
+      if (2 * r > p || (2 * r == p && (q % 2 != 0))) ++q;
+      return Value(q * p);
+    }
     char buf[512];
     std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::clamp<int64_t>(precision, 0, 300)), x);
     return Value(std::strtod(buf, nullptr));
@@ -223,7 +236,11 @@ Value float_filter(const Value& v, const CallArgs& a) {
   const Value dflt = d ? *d : Value(0.0);
   if (v.is_number()) return Value(v.to_double());
   if (v.is_string()) {
-    const std::string s = py::strip(v.str(), std::nullopt, true, true);
+    std::string s = py::strip(v.str(), std::nullopt, true, true);
+    for (size_t i = 1; i + 1 < s.size(); ++i)  // float('1_000.5'): underscores between digits
+      if (s[i] == '_' && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
+          std::isdigit(static_cast<unsigned char>(s[i + 1])))
+        s.erase(i, 1);
     char* end = nullptr;
     const double f = std::strtod(s.c_str(), &end);
     if (!s.empty() && *end == '\0') return Value(f);
@@ -281,7 +298,12 @@ const std::map<std::string, FilterFn>& table() {
     m["attr"] = [](Interpreter& in, const Value& v, const CallArgs& a) {
       const Value* n = arg(a, "name", 0);
       if (!n || !n->is_string()) in.fail("attr: name must be a string");
-      return in.getattr(v, n->str());
+      // Python's getattr only (no item lookup): a dict's keys are not attributes.
+      if (v.is_undefined()) in.fail(v.undef().hint);
+      if (v.is_object())
+        if (auto attr = v.object()->get_attr(n->str())) return *attr;
+      if (auto bound = method(v, n->str())) return *bound;
+      return Value::undefined(fmt::format("'{}' object has no attribute '{}'", v.type_name(), n->str()));
     };
     m["batch"] = [](Interpreter& in, const Value& v, const CallArgs& a) {
       const int64_t n = int_arg(in, a, "linecount", 0, 1);
@@ -340,7 +362,7 @@ const std::map<std::string, FilterFn>& table() {
       return items.front();
     };
     m["last"] = [](Interpreter& in, const Value& v, const CallArgs&) {
-      if (v.is_dict() || v.is_iterator())
+      if (v.is_iterator())
         in.fail(fmt::format("TypeError: '{}' object is not reversible", v.type_name()));
       const List items = iterate(v);
       if (items.empty()) return Value::undefined("No last item, sequence was empty.");

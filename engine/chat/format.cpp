@@ -37,7 +37,8 @@ std::string format_value(Interpreter& in, const Value& v, const std::string& spe
   }
   int64_t width = 0;
   while (i < s.size() && s[i] >= '0' && s[i] <= '9') width = width * 10 + (s[i++] - '0');
-  if (i < s.size() && (s[i] == ',' || s[i] == '_')) ++i;
+  char grouping = 0;
+  if (i < s.size() && (s[i] == ',' || s[i] == '_')) grouping = static_cast<char>(s[i++]);
   int precision = -1;
   if (i < s.size() && s[i] == '.') {
     precision = 0;
@@ -100,6 +101,12 @@ std::string format_value(Interpreter& in, const Value& v, const std::string& spe
         body = buf;
         if (type == '%') body += "%";
       }
+    }
+    if (numeric && grouping) {  // 1234567 -> 1,234,567 (integer part only)
+      const size_t b = body[0] == '-' ? 1 : 0;
+      size_t e = body.find_first_not_of("0123456789", b);
+      if (e == std::string::npos) e = body.size();
+      for (size_t k = e; k > b + 3; k -= 3) body.insert(k - 3, 1, grouping);
     }
     if (numeric && sign != '-' && !body.empty() && body[0] != '-') body = std::string(1, sign) + body;
   }

@@ -19,9 +19,11 @@ class Macro : public Callable {
         name_(std::move(name)),
         body_(body),
         takes_varargs_(uses_name(body, "varargs")),
-        takes_kwargs_(uses_name(body, "kwargs")) {}
+        takes_kwargs_(uses_name(body, "kwargs")),
+        takes_caller_(uses_name(body, "caller")) {}
 
   std::string name() const override { return name_; }
+  std::string repr() const override { return "<Macro '" + name_ + "'>"; }
 
   Value call(Interpreter& in, const CallArgs& args) override {
     in.step();
@@ -48,6 +50,8 @@ class Macro : public Callable {
     Value caller = caller_;
     for (const auto& [k, v] : args.keyword) {
       if (k == "caller") {
+        if (!takes_caller_ && caller_.is_undefined())
+          in.fail(fmt::format("TypeError: macro '{}' takes no keyword argument 'caller'", name_));
         caller = v;
         continue;
       }
@@ -91,7 +95,7 @@ class Macro : public Callable {
   Value caller_;
   std::string name_;
   const Body& body_;
-  bool takes_varargs_, takes_kwargs_;
+  bool takes_varargs_, takes_kwargs_, takes_caller_;
 };
 
 Interpreter::Interpreter(Limits limits, std::map<std::string, Value> globals)

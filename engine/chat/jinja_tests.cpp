@@ -45,6 +45,9 @@ const std::map<std::string, TestFn>& table() {
       if (v.is_none() || v.is_bool() || o.is_none() || o.is_bool())
         return v.is_none() == o.is_none() && v.is_bool() == o.is_bool() && equals(v, o);
       if (v.is_list() && o.is_list()) return &v.items() == &o.items();
+      // CPython shares small ints and a template's equal string constants.
+      if (v.is_int() && o.is_int()) return v.as_int() == o.as_int() && v.as_int() >= -5 && v.as_int() <= 256;
+      if (v.is_string() && o.is_string()) return v.str() == o.str();
       if (v.is_dict() && o.is_dict()) return &v.dict_ref() == &o.dict_ref();
       return false;
     };

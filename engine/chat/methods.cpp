@@ -202,6 +202,29 @@ Value list_method(Interpreter& in, const Value& self, const std::string& m, cons
   in.fail(fmt::format("list method '{}' is not supported", m));
 }
 
+// markupsafe.Markup's methods: string arguments are escaped and str results stay Markup.
+Value markup_method(Interpreter& in, const Value& self, const std::string& m, const CallArgs& a) {
+  auto esc = [](const Value& v) {
+    return v.is_string() && !v.is_markup() ? Value::markup(arith::html_escape(v.str())) : v;
+  };
+  CallArgs args;
+  for (const Value& v : a.positional) args.positional.push_back(esc(v));
+  for (const auto& [k, v] : a.keyword) args.keyword.emplace_back(k, esc(v));
+  if (m == "join" && !args.positional.empty()) {
+    List items;
+    for (const Value& v : iterate(args.positional[0])) items.push_back(esc(v));
+    args.positional[0] = Value::list(std::move(items));
+  }
+  const Value r = string_method(in, self.str(), m, args);
+  if (r.is_string()) return Value::markup(r.str());
+  if (r.is_list() && !r.items().empty() && r.items()[0].is_string()) {
+    List items;
+    for (const Value& v : r.items()) items.push_back(v.is_string() ? Value::markup(v.str()) : v);
+    return Value::list(std::move(items), r.is_tuple());
+  }
+  return r;
+}
+
 const std::set<std::string>& string_methods() {
   static const std::set<std::string> names = {
       "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
@@ -228,7 +251,7 @@ std::optional<Value> method(const Value& self, const std::string& name) {
   if (self.is_string()) {
     if (!string_methods().count(name)) return std::nullopt;
     return bind([](Interpreter& in, const Value& s, const std::string& m, const CallArgs& a) {
-      return string_method(in, s.str(), m, a);
+      return s.is_markup() ? markup_method(in, s, m, a) : string_method(in, s.str(), m, a);
     });
   }
   if (self.is_dict()) {

@@ -208,7 +208,7 @@ std::string str_impl(const Value& v, int depth, bool as_repr) {
     }
     return out + "}";
   }
-  if (v.is_callable()) return "<function " + v.callable()->name() + ">";
+  if (v.is_callable()) return v.callable()->repr();
   return v.object()->repr();
 }
 

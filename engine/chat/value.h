@@ -40,6 +40,7 @@ class Callable {
   virtual ~Callable() = default;
   virtual Value call(Interpreter& interp, const CallArgs& args) = 0;
   virtual std::string name() const = 0;
+  virtual std::string repr() const { return "<function " + name() + ">"; }
 };
 
 // An object with attributes: namespace() (mutable through {% set ns.x = ... %}) and loop.

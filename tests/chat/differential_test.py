@@ -97,10 +97,13 @@ def run_lmx(lmx, template, case_path, case, tmp):
     p = subprocess.run(cmd, capture_output=True, timeout=60)
     if p.returncode == 0:
         return {"text": json.loads(p.stdout.decode("utf-8"))["text"]}
-    err = p.stderr.decode("utf-8", "replace").strip()
-    if p.returncode != 1 or "template error:" not in err:
+    err = p.stderr.decode("utf-8", "replace")
+    if err.endswith("\n"):
+        err = err[:-1]
+    marker = "lmx render-chat: template error: "
+    if p.returncode != 1 or not err.startswith(marker) or "\n" in err:
         return {"crash": f"exit {p.returncode}: {err[-500:]}"}
-    return {"error": err.split("template error: ", 1)[1]}
+    return {"error": err[len(marker):]}
 
 
 def compare(ref, got):
