@@ -6,7 +6,6 @@
 #include "engine/backend/alibi.h"
 #include "engine/backend/rope.h"
 #include "engine/core/error.h"
-#include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/parallel/communicator.h"
 #include "kernels/activation.h"
@@ -40,29 +39,31 @@ quant::W8A16Weights int8_view(const CpuLinear& L) {
           int(L.quant.group_for(L.in))};
 }
 
-// option.quantize=dynamic_int8: every projection the description marks (engine/model/
-// quantization.h) is quantized from its fp32 copy, which is then freed. Under tensor parallelism
-// each rank quantizes its own slice (per-channel scales then span the rank's columns of a
-// row-parallel projection). A tied head gets a quantized copy of the embedding, which itself
-// stays fp32.
-void quantize_weights(ModelWeights<Buffer>& w, TensorParallelRank tp) {
-  if (w.lm_head.quant.quantized() && w.lm_head_tied) {
-    w.lm_head.weight = w.embed;
-    w.lm_head_tied = false;
-  }
-  for_each_linear(w, [&](CpuLinear& L, const std::string& label) {
-    if (!L.quant.quantized()) return;
-    const std::string what =
-        tp.ranks > 1 ? fmt::format("{} (tensor-parallel rank {} of {})", label, tp.rank, tp.ranks)
-                     : label;
-    const int64_t group = L.quant.group_for(L.in);
-    quant::check_int8_shape(what.c_str(), L.out, L.in, group);
-    L.q.values.resize(size_t(L.out * L.in));
-    L.q.scales.resize(size_t(L.out * (L.in / group)));
-    quant::cpu::quantize_int8(what.c_str(), L.weight.data(), L.out, L.in, group,
-                              L.q.values.data(), L.q.scales.data());
-    Buffer().swap(L.weight);
-  });
+// option.quantize=dynamic_int8: a projection the description marks (engine/model/
+// quantization.h) is quantized from its fp32 copy as soon as it is materialized, and the copy
+// freed, so loading holds one projection in fp32 at a time. Under tensor parallelism each rank
+// quantizes its own slice (per-channel scales then span the rank's columns of a row-parallel
+// projection). A tied head (empty weight here) is done by quantize_tied_head.
+void quantize_linear(CpuLinear& L, const std::string& label, TensorParallelRank tp) {
+  if (!L.quant.quantized() || L.weight.empty()) return;
+  const std::string what =
+      tp.ranks > 1 ? fmt::format("{} (tensor-parallel rank {} of {})", label, tp.rank, tp.ranks)
+                   : label;
+  const int64_t group = L.quant.group_for(L.in);
+  quant::check_int8_shape(what.c_str(), L.out, L.in, group);
+  L.q.values.resize(size_t(L.out * L.in));
+  L.q.scales.resize(size_t(L.out * (L.in / group)));
+  quant::cpu::quantize_int8(what.c_str(), L.weight.data(), L.out, L.in, group, L.q.values.data(),
+                            L.q.scales.data());
+  Buffer().swap(L.weight);
+}
+
+// A tied LM head gets a quantized copy of the embedding; the embedding itself stays fp32.
+void quantize_tied_head(ModelWeights<Buffer>& w, TensorParallelRank tp) {
+  if (!w.lm_head.quant.quantized() || !w.lm_head_tied) return;
+  w.lm_head.weight = w.embed;
+  w.lm_head_tied = false;
+  quantize_linear(w.lm_head, "lm_head", tp);
 }
 
 class CpuBackend final : public Backend {
@@ -85,8 +86,11 @@ class CpuBackend final : public Backend {
     w_ = map_weights<Buffer>(shard_weights(model.weights, desc_, tp_),
                              [](const WeightRef& ref, WeightKind) {
                                return ref.present() ? materialize_f32(ref) : Buffer{};
+                             },
+                             [&](CpuLinear& L, const std::string& label) {
+                               quantize_linear(L, label, tp_);
                              });
-    quantize_weights(w_, tp_);
+    quantize_tied_head(w_, tp_);
     if (desc_.positions == PositionKind::Rotary) inv_freq_ = rope_inv_freq(desc_.rope);
     if (desc_.positions == PositionKind::Alibi) {  // this rank's heads' slopes
       const auto slopes = alibi_slopes(desc_.num_heads);

@@ -3,6 +3,7 @@
 // own buffers and builds it with map_weights. Adding a weight means adding it here only.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -39,42 +40,60 @@ struct ModelWeights {
 // What a weight is, for makers that treat kinds differently (random weights: norms around 1).
 enum class WeightKind { Matrix, NormWeight, Bias };
 
+// How messages name a projection: "project_in", "layer 3 qkv", "lm_head".
+inline std::string linear_label(size_t layer, const char* role) {
+  return "layer " + std::to_string(layer) + " " + role;
+}
+
+// map_weights' default finish: nothing.
+struct KeepLinear {
+  template <typename L>
+  void operator()(L&, const std::string&) const {}
+};
+
 // Builds the same structure over other buffers: make(const From&, WeightKind) -> To is called
 // once per weight in a fixed order (embedding first, layers in order, LM head last), also for
-// absent ones (make returns an empty To for an empty From).
-template <typename To, typename From, typename Make>
-ModelWeights<To> map_weights(const ModelWeights<From>& w, Make&& make) {
+// absent ones (make returns an empty To for an empty From). finish(Linear<To>&, label) runs on
+// each projection as soon as it is made (present or not), before the next weight is made: a
+// backend quantizes there, so at most one projection is held in full precision at a time
+// (a tied LM head's weight is empty there: it is the embedding).
+template <typename To, typename From, typename Make, typename Finish = KeepLinear>
+ModelWeights<To> map_weights(const ModelWeights<From>& w, Make&& make, Finish&& finish = {}) {
   const auto norm = [&](const Norm<From>& n) {
     return Norm<To>{make(n.weight, WeightKind::NormWeight), make(n.bias, WeightKind::Bias)};
   };
-  const auto linear = [&](const Linear<From>& l, WeightKind kind = WeightKind::Matrix) {
+  const auto linear = [&](const Linear<From>& l, const std::string& label) {
+    if constexpr (!kHoldsQuantized<To>) {
+      if (l.quant.quantized())
+        throw_error("{}: a quantized projection ([{}, {}], option.quantize=dynamic_int8) cannot be "
+                    "held by this backend yet: W8A16 weights run on the CPU backend only until the "
+                    "CUDA kernels land",
+                    label, l.out, l.in);
+    }
     Linear<To> out;
-    out.weight = make(l.weight, kind);
+    out.weight = make(l.weight, WeightKind::Matrix);
     out.bias = make(l.bias, WeightKind::Bias);
     out.out = l.out;
     out.in = l.in;
     out.shard = l.shard;
     out.quant = l.quant;
-    if constexpr (!kHoldsQuantized<To>) {
-      if (l.quant.quantized())
-        throw_error("a quantized projection ([{}, {}], option.quantize=dynamic_int8) cannot be held "
-                    "by this backend yet: W8A16 weights run on the CPU backend only until the CUDA "
-                    "kernels land",
-                    l.out, l.in);
-    }
+    finish(out, label);
     return out;
   };
   ModelWeights<To> m;
   m.embed = make(w.embed, WeightKind::Matrix);
   m.position_embed = make(w.position_embed, WeightKind::Matrix);
   m.embed_norm = norm(w.embed_norm);
-  m.project_in = linear(w.project_in);
-  for (const LayerWeights<From>& l : w.layers)
-    m.layers.push_back({norm(l.attn_norm), linear(l.qkv), linear(l.o), norm(l.mlp_norm),
-                        linear(l.up), linear(l.down)});
+  m.project_in = linear(w.project_in, "project_in");
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights<From>& l = w.layers[i];
+    m.layers.push_back({norm(l.attn_norm), linear(l.qkv, linear_label(i, "qkv")),
+                        linear(l.o, linear_label(i, "o")), norm(l.mlp_norm),
+                        linear(l.up, linear_label(i, "up")), linear(l.down, linear_label(i, "down"))});
+  }
   m.final_norm = norm(w.final_norm);
-  m.project_out = linear(w.project_out);
-  m.lm_head = linear(w.lm_head);
+  m.project_out = linear(w.project_out, "project_out");
+  m.lm_head = linear(w.lm_head, "lm_head");
   m.lm_head_tied = w.lm_head_tied;
   return m;
 }

@@ -39,11 +39,10 @@ void for_each_linear(ModelWeights<Buffer>& w, F&& f) {
   };
   visit(w.project_in, "project_in");
   for (size_t i = 0; i < w.layers.size(); ++i) {
-    const std::string layer = "layer " + std::to_string(i) + " ";
-    visit(w.layers[i].qkv, layer + "qkv");
-    visit(w.layers[i].o, layer + "o");
-    visit(w.layers[i].up, layer + "up");
-    visit(w.layers[i].down, layer + "down");
+    visit(w.layers[i].qkv, linear_label(i, "qkv"));
+    visit(w.layers[i].o, linear_label(i, "o"));
+    visit(w.layers[i].up, linear_label(i, "up"));
+    visit(w.layers[i].down, linear_label(i, "down"));
   }
   visit(w.project_out, "project_out");
   visit(w.lm_head, "lm_head");
