@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "plugin/include/lmx/plugin.h"
+#include "plugin/json_bounds.h"
 
 namespace lmx::plugin {
 
@@ -11,8 +12,9 @@ using nlohmann::json;
 std::vector<properties::Override> parse_overrides(const char* overrides_json) {
   std::vector<properties::Override> out;
   if (overrides_json == nullptr || *overrides_json == '\0') return out;
-  json j = json::parse(overrides_json, nullptr, false);
-  if (j.is_discarded() || !(j.is_object() || j.is_null())) {
+  json j;
+  if (json_bounds::parse(overrides_json, j) != json_bounds::ParseStatus::Ok ||
+      !(j.is_object() || j.is_null())) {
     throw Error("overrides_json must be a JSON object of property keys to values");
   }
   if (j.is_null()) return out;
@@ -23,8 +25,8 @@ std::vector<properties::Override> parse_overrides(const char* overrides_json) {
     } else if (v.is_number() || v.is_boolean()) {
       text = v.dump();
     } else {
-      throw Error(
-          fmt::format("overrides_json: value of '{}' must be a string, number or boolean", key));
+      throw Error(fmt::format("overrides_json: value of '{}' must be a string, number or boolean",
+                              json_bounds::clip(key)));
     }
     out.push_back({key, text, "override"});
   }

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "plugin/json_bounds.h"
+
 namespace lmx::plugin {
 namespace {
 
@@ -25,10 +27,10 @@ int get_int(const json& v, const std::string& field, long long lo, long long hi)
       }
       return static_cast<int>(d);
     }
-    bad(field, fmt::format("must be an integer, got {}", v.dump()));
+    bad(field, fmt::format("must be an integer, got {}", json_bounds::quote(v)));
   }
   if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(hi)) {
-    bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, v.dump()));
+    bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, json_bounds::quote(v)));
   }
   long long x = v.get<long long>();
   if (x < lo || x > hi) bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, x));
@@ -36,14 +38,15 @@ int get_int(const json& v, const std::string& field, long long lo, long long hi)
 }
 
 float get_float(const json& v, const std::string& field) {
-  if (!v.is_number()) bad(field, fmt::format("must be a number, got {}", v.dump()));
+  if (!v.is_number()) bad(field, fmt::format("must be a number, got {}", json_bounds::quote(v)));
   double d = v.get<double>();
   if (!std::isfinite(d)) bad(field, "must be finite");
   return static_cast<float>(d);
 }
 
 bool get_bool(const json& v, const std::string& field) {
-  if (!v.is_boolean()) bad(field, fmt::format("must be true or false, got {}", v.dump()));
+  if (!v.is_boolean())
+    bad(field, fmt::format("must be true or false, got {}", json_bounds::quote(v)));
   return v.get<bool>();
 }
 
@@ -52,25 +55,26 @@ void parse_parameters(const json& p, LmiRequest& r) {
   auto& s = r.params.sampling;
   bool temperature_set = false;
   for (const auto& [key, v] : p.items()) {
-    const std::string field = "parameters." + key;
+    const std::string field = "parameters." + json_bounds::clip(key);
     if (v.is_null()) continue;  // clients send null for "unset"
     if (key == "max_new_tokens") {
       r.params.max_new_tokens = get_int(v, field, 1, std::numeric_limits<int>::max());
     } else if (key == "temperature") {
       s.temperature = get_float(v, field);
-      if (s.temperature < 0) bad(field, fmt::format("must be >= 0, got {}", v.dump()));
+      if (s.temperature < 0) bad(field, fmt::format("must be >= 0, got {}", json_bounds::quote(v)));
       temperature_set = true;
     } else if (key == "top_p") {
       s.top_p = get_float(v, field);
       if (!(s.top_p > 0 && s.top_p <= 1))
-        bad(field, fmt::format("must be in (0, 1], got {}", v.dump()));
+        bad(field, fmt::format("must be in (0, 1], got {}", json_bounds::quote(v)));
     } else if (key == "top_k") {
       s.top_k = get_int(v, field, 0, std::numeric_limits<int>::max());
     } else if (key == "do_sample") {
       s.greedy = !get_bool(v, field);
     } else if (key == "repetition_penalty") {
       s.repetition_penalty = get_float(v, field);
-      if (!(s.repetition_penalty > 0)) bad(field, fmt::format("must be > 0, got {}", v.dump()));
+      if (!(s.repetition_penalty > 0))
+        bad(field, fmt::format("must be > 0, got {}", json_bounds::quote(v)));
     } else if (key == "stop_sequences" || key == "stop") {
       if (v.is_string()) {
         r.params.stop_sequences.push_back(v.get<std::string>());
@@ -121,8 +125,15 @@ void parse_parameters(const json& p, LmiRequest& r) {
 }  // namespace
 
 LmiRequest parse_lmi_request(const std::string& body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) bad("body", "is not valid JSON");
+  json j;
+  switch (json_bounds::parse(body, j)) {
+    case json_bounds::ParseStatus::TooDeep:
+      bad("body", json_bounds::too_deep_message());
+    case json_bounds::ParseStatus::Malformed:
+      bad("body", "is not valid JSON");
+    case json_bounds::ParseStatus::Ok:
+      break;
+  }
   return parse_lmi_request(j);
 }
 
@@ -157,7 +168,7 @@ LmiRequest parse_lmi_request(const json& body) {
   }
   for (const auto& [key, v] : body.items()) {
     if (key != "inputs" && key != "prompt" && key != "parameters" && key != "stream") {
-      bad(key, "unknown request field; allowed: inputs, parameters, stream");
+      bad(json_bounds::clip(key), "unknown request field; allowed: inputs, parameters, stream");
     }
   }
   return r;
