@@ -1,6 +1,7 @@
 // The scoring behind `lmx perplexity` (docs/quantization.md, "Perplexity protocol"):
 //   1. the text is split into paragraphs at blank lines (lines of whitespace only); each
-//      paragraph is its lines joined by "\n", stripped of surrounding whitespace; empty ones drop;
+//      paragraph is its lines joined by "\n", stripped of surrounding ASCII whitespace (space,
+//      \t \n \r \f \v); empty ones drop;
 //   2. each paragraph is encoded with the tokenizer's default special tokens (BOS for Llama-family
 //      tokenizers) and truncated to the model's context (max_position_embeddings);
 //   3. the negative log-likelihood, natural log, of every predicted token (positions 1..n-1 of
