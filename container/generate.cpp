@@ -1,20 +1,21 @@
 #include "container/generate.h"
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <vector>
 
-#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
 #include "container/http_session.h"
 #include "container/lmi_schema.h"
 #include "container/openai_schema.h"
 #include "container/streaming.h"
+#include "plugin/json_bounds.h"
 
 namespace lmx::server {
 
 namespace http = boost::beast::http;
-namespace net = boost::asio;
 using nlohmann::json;
 
 namespace {
@@ -61,43 +62,11 @@ bool respond_failed(HttpSession& s, const json& final_chunk) {
     return true;
   }
   if (reason == "cancelled") {
-    s.respond(503, error_body(503, "generation cancelled (server shutting down)"));
+    s.respond(503, error_body(503, s.ctx().draining ? "generation cancelled (server shutting down)"
+                                                    : "generation cancelled"));
     return true;
   }
   return false;
-}
-
-// Runs lmx_predict on the blocking pool and answers with `convert(response)` on the strand.
-template <typename Convert>
-void predict_blocking(const std::shared_ptr<HttpSession>& session, std::string request_json,
-                      Convert convert) {
-  ServerContext& ctx = session->ctx();
-  net::post(*ctx.blocking, [session, request_json = std::move(request_json), convert, &ctx] {
-    const auto& api = ctx.model->api();
-    char* out = nullptr;
-    lmx_status st = api.predict(ctx.model->handle(), request_json.c_str(), &out);
-    std::string text = out ? out : "";
-    std::string field = st == LMX_STATUS_OK ? "" : api.last_error_field();
-    std::string error = st == LMX_STATUS_OK ? "" : api.last_error();
-    api.free_string(out);
-    net::post(session->executor(), [session, st, text, field, error, convert] {
-      if (st != LMX_STATUS_OK) {
-        int code = http_status_of(st);
-        session->respond(code, error_body(code, error, field));
-        return;
-      }
-      json j = json::parse(text, nullptr, false);
-      if (j.is_array()) {
-        for (const auto& r : j) {
-          if (r.contains("details")) {
-            session->ctx().metrics.tokens(r["details"].value("prompt_tokens", 0),
-                                          r["details"].value("generated_tokens", 0));
-          }
-        }
-      }
-      session->respond(200, convert(j));
-    });
-  });
 }
 
 // Starts a streamed generation for `request_json`; answers the start failure itself.
@@ -123,6 +92,83 @@ std::shared_ptr<StreamJob> start_job(const std::shared_ptr<HttpSession>& session
 
 using Clock = std::chrono::steady_clock;
 
+// A list of inputs runs as one stream per input, so that a client that goes away cancels
+// every one of them, as it does a single input. Answers `convert(finals)` (the final chunks, in
+// input order) once all are in, or the first failure.
+struct Batch {
+  std::vector<std::weak_ptr<StreamJob>> jobs;
+  json finals = json::array();
+  size_t pending = 0;
+  bool answered = false;
+};
+
+void run_batch(const std::shared_ptr<HttpSession>& session, const json& request,
+               std::function<std::string(const json& finals)> convert) {
+  HttpSession& s = *session;
+  const json& inputs = request["inputs"];
+  if (inputs.empty()) {
+    return s.respond(400, error_body(400, "inputs: must not be an empty list", "inputs"));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].is_string() || inputs[i].get_ref<const std::string&>().empty()) {
+      std::string field = "inputs[" + std::to_string(i) + "]";
+      return s.respond(400, error_body(400, field + ": must be a non-empty string", field));
+    }
+  }
+  // More inputs than the queue holds could never be admitted, however often retried.
+  int64_t limit = s.ctx().model->config().value("job_queue_size", int64_t{0});
+  if (limit > 0 && static_cast<int64_t>(inputs.size()) > limit) {
+    return s.respond(413,
+                     error_body(413,
+                                "inputs: " + std::to_string(inputs.size()) +
+                                    " inputs exceed job_queue_size (" + std::to_string(limit) +
+                                    "); send at most " + std::to_string(limit) + " per request",
+                                "inputs"));
+  }
+  auto batch = std::make_shared<Batch>();
+  batch->finals = json::array();
+  for (size_t i = 0; i < inputs.size(); ++i) batch->finals.push_back(nullptr);
+  batch->pending = inputs.size();
+  auto on_chunk = [session, batch, convert](size_t i) {
+    return [session, batch, convert, i](const json& chunk, bool final) {
+      if (!final) return;
+      batch->finals[i] = chunk;
+      count_tokens(*session, chunk);
+      if (--batch->pending > 0 || batch->answered) return;
+      batch->answered = true;
+      for (const auto& f : batch->finals) {
+        if (respond_failed(*session, f)) return;
+      }
+      session->respond(200, convert(batch->finals));
+    };
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    json one = request;
+    one["inputs"] = inputs[i];
+    auto r = StreamJob::start(*s.ctx().model, s.executor(), dump_json(one), on_chunk(i));
+    if (!r.job) {
+      // Refused (a bad parameter, the queue full): stop the ones already queued; their final
+      // chunks still come and are ignored.
+      batch->answered = true;
+      for (auto& weak : batch->jobs) {
+        if (auto job = weak.lock()) job->cancel();
+      }
+      int code = http_status_of(r.status);
+      return s.respond(code, error_body(code, r.error, r.field));
+    }
+    batch->jobs.push_back(r.job);
+  }
+  ServerContext* ctx = &s.ctx();
+  s.on_disconnect([batch, ctx] {
+    for (auto& weak : batch->jobs) {
+      if (auto job = weak.lock(); job && !job->finished()) {
+        ctx->metrics.stream_cancelled();
+        job->cancel();
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream, bool event_stream) {
@@ -143,7 +189,12 @@ void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream, 
   shape.body.erase("stream");
   std::string request_json = dump_json(shape.body);
   if (shape.batched) {
-    return predict_blocking(session, request_json, [](const json& j) { return dump_json(j); });
+    bool details = shape.details;
+    return run_batch(session, shape.body, [details](const json& finals) {
+      json out = json::array();
+      for (const auto& f : finals) out.push_back(lmi_response_from_final(f, details));
+      return dump_json(out);
+    });
   }
   StreamFormat format = StreamFormat::JsonLines;
   if (event_stream) {
@@ -198,9 +249,10 @@ void handle_openai(const std::shared_ptr<HttpSession>& session) {
   }
   const std::string& name = s.ctx().model->name();
   if (!req.model.empty() && req.model != name) {
-    return s.respond(
-        404, error_body(404, "unknown model '" + req.model + "'; this server serves '" + name + "'",
-                        "model"));
+    return s.respond(404, error_body(404,
+                                     "unknown model '" + json_bounds::clip(req.model) +
+                                         "'; this server serves '" + name + "'",
+                                     "model"));
   }
   std::string model = name;
   int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -212,12 +264,9 @@ void handle_openai(const std::shared_ptr<HttpSession>& session) {
       req.lmi["inputs"].is_array() ? req.lmi["inputs"] : json::array({req.lmi["inputs"]});
   bool echo = req.echo;
   if (req.lmi["inputs"].is_array()) {
-    json lmi = req.lmi;
-    lmi["parameters"]["details"] = true;
-    return predict_blocking(
-        session, dump_json(lmi), [id, created, model, echo, prompts](const json& j) {
-          return dump_json(completion_response(id, created, model, j, echo, prompts));
-        });
+    return run_batch(session, req.lmi, [id, created, model, echo, prompts](const json& finals) {
+      return dump_json(completion_response(id, created, model, finals, echo, prompts));
+    });
   }
   json lmi = req.lmi;
   std::string request_json = dump_json(lmi);

@@ -1,7 +1,6 @@
 // The generation endpoints: LMI (/invocations, /predictions/{model}, SageMaker runtime paths)
-// and OpenAI-style /v1/completions. Single inputs go through the plugin's streaming call (so a
-// client that disconnects cancels its generation); lists of inputs through lmx_predict on the
-// blocking pool.
+// and OpenAI-style /v1/completions. Every input goes through the plugin's streaming call, a list
+// as one stream per input, so a client that disconnects cancels all of its generations.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,16 @@
-// One HTTP/1.1 connection (keep-alive): reads requests with a body limit, hands each to the
-// router, and writes either one whole response or a chunked stream. Runs on its own strand.
+// One HTTP/1.1 connection (keep-alive): reads each request's header, refuses framings it cannot
+// trust, answers Expect: 100-continue, reads the body within the limits, hands the request to
+// the router and writes one whole response or a chunked stream. Runs on its own strand.
+//
+// Every part of a request is bounded: the header (kHeaderLimit), the body (max_body_bytes), the
+// bytes buffered at once (a chunk-size line with its extensions, the trailer: kBufferLimit),
+// chunk extensions in all (kChunkExtensionLimit), and the time to send the request
+// (read_timeout_s); each write must finish within write_timeout_s.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -10,6 +18,7 @@
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -19,18 +28,26 @@ namespace lmx::server {
 
 using Request = boost::beast::http::request<boost::beast::http::string_body>;
 
+inline constexpr std::size_t kHeaderLimit = 64 * 1024;
+inline constexpr std::size_t kBufferLimit = kHeaderLimit + 8 * 1024;
+inline constexpr std::size_t kChunkExtensionLimit = 64 * 1024;
+
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
+  ~HttpSession();
   void run();
 
   // ---- for the router; all on this connection's strand ----
   ServerContext& ctx() { return ctx_; }
   boost::asio::any_io_executor executor() { return stream_.get_executor(); }
   const Request& request() const { return *request_; }
+  // The request target's path (origin or absolute form), without the query.
+  const std::string& path() const { return path_; }
   // Names the endpoint for metrics (set by the router before answering).
   void set_endpoint(std::string endpoint) { endpoint_ = std::move(endpoint); }
 
+  // A whole response; to a HEAD request only its header (with the body's Content-Length).
   void respond(int status, std::string body, const std::string& content_type = "application/json",
                const std::string& allow = {});
   // A chunked response: the header goes out with the first write.
@@ -38,43 +55,73 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void stream_write(std::string bytes);
   void stream_end();
   bool streaming() const { return streaming_; }
-  // True once the client is known to be gone (a write failed or the socket hit EOF).
+  // True once the client is known to be gone (a write failed or the connection was reset).
   bool gone() const { return gone_; }
   // Called once if the client disconnects before this request is answered.
   void on_disconnect(std::function<void()> fn);
 
  private:
-  void do_read();
-  void on_read(boost::beast::error_code ec, std::size_t bytes);
-  void finish_request(int status);
-  void after_response(bool keep_alive);
+  // What to do once a queued write has gone out.
+  enum class After { Nothing, ReadBody, EndResponse };
+  struct Out {
+    std::string bytes;
+    After after = After::Nothing;
+    bool keep_alive = false;  // for EndResponse
+  };
+
+  void read_header();
+  void on_header(boost::beast::error_code ec);
+  void read_body();
+  void on_body(boost::beast::error_code ec);
+  void begin_request();
+  void refuse_read_error(boost::beast::error_code ec);
+  void refuse_unread(int status, const std::string& message, const std::string& field);
+  void dispatch();
+  void queue(Out out);
   void pump();
+  void finish_request(int status);
+  void queue_stream_head();
+  void after_response(bool keep_alive);
+  void linger_close();
+  void linger_read();
   void watch_socket();
+  void on_peer_eof();
+  void check_peer(uint64_t seq);
   void mark_gone();
 
   boost::beast::tcp_stream stream_;
   ServerContext& ctx_;
-  boost::beast::flat_buffer buffer_;
+  boost::beast::flat_buffer buffer_{kBufferLimit};
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::size_t chunk_extension_bytes_ = 0;
+  // The parser keeps a reference to its chunk-header callback: it lives here.
+  std::function<void(std::uint64_t, boost::beast::string_view, boost::beast::error_code&)>
+      on_chunk_header_;
   std::optional<Request> request_;
+  std::string path_;
   std::string endpoint_;
   std::chrono::steady_clock::time_point started_;
   bool in_request_ = false;
+  bool head_ = false;      // the request is HEAD: responses carry no body
+  unsigned version_ = 11;  // the request's HTTP version (10 or 11)
   bool keep_alive_ = true;
   uint64_t request_seq_ = 0;
   bool gone_ = false;
+  bool peer_eof_ = false;  // the client shut down its sending side
   std::function<void()> on_disconnect_;
+  boost::asio::steady_timer peer_check_;
+
+  // Writes: one at a time, in order.
+  std::deque<Out> out_;
+  bool writing_ = false;
+  bool response_started_ = false;  // the response's header is queued or sent
 
   // Streaming state.
   bool streaming_ = false;
-  bool header_sent_ = false;
-  bool writing_ = false;
-  bool chunk_in_flight_ = false;  // out_.front() is being written: its buffer must stay alive
   bool end_queued_ = false;
-  std::deque<std::string> out_;
-  std::unique_ptr<boost::beast::http::response<boost::beast::http::empty_body>> stream_head_;
-  std::unique_ptr<boost::beast::http::response_serializer<boost::beast::http::empty_body>>
-      stream_serializer_;
+  std::string stream_content_type_;
+
+  std::array<char, 4096> linger_buf_{};
 };
 
 }  // namespace lmx::server

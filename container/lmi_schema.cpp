@@ -1,5 +1,8 @@
 #include "container/lmi_schema.h"
 
+#include "container/http_rules.h"
+#include "plugin/json_bounds.h"
+
 namespace lmx::server {
 
 using nlohmann::json;
@@ -8,15 +11,27 @@ std::string dump_json(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+json parse_body(const std::string& body) {
+  json j;
+  switch (json_bounds::parse(body, j)) {
+    case json_bounds::ParseStatus::TooDeep:
+      throw BadRequest("body", "body: " + json_bounds::too_deep_message());
+    case json_bounds::ParseStatus::Malformed:
+      throw BadRequest("body", "body: malformed JSON");
+    case json_bounds::ParseStatus::Ok:
+      break;
+  }
+  if (!j.is_object()) throw BadRequest("body", "body: must be a JSON object");
+  return j;
+}
+
 LmiShape inspect_lmi_request(const std::string& body, const std::string& content_type) {
   LmiShape s;
-  if (content_type.rfind("text/plain", 0) == 0) {
+  if (media_type(content_type) == "text/plain") {
     s.body = json{{"inputs", body}};
     return s;
   }
-  s.body = json::parse(body, nullptr, false);
-  if (s.body.is_discarded()) throw BadRequest("body", "body: malformed JSON");
-  if (!s.body.is_object()) throw BadRequest("body", "body: must be a JSON object");
+  s.body = parse_body(body);
   if (auto it = s.body.find("stream"); it != s.body.end() && !it->is_null()) {
     if (!it->is_boolean()) throw BadRequest("stream", "stream: must be true or false");
     s.stream = it->get<bool>();
@@ -50,9 +65,12 @@ int http_status_of(lmx_status status) {
 }
 
 std::string error_body(int http_status, const std::string& message, const std::string& field) {
-  return dump_json(json{{"error", message},
-                        {"field", field.empty() ? json(nullptr) : json(field)},
-                        {"code", http_status}});
+  // Messages name the problem; the bounds keep one that quotes too much (a megabyte key from a
+  // plugin that does not clip) from turning into a megabyte answer.
+  return dump_json(json{
+      {"error", json_bounds::clip(message, kMaxErrorBytes)},
+      {"field", field.empty() ? json(nullptr) : json(json_bounds::clip(field, kMaxFieldBytes))},
+      {"code", http_status}});
 }
 
 json lmi_response_from_final(const json& final_chunk, bool details) {

@@ -3,6 +3,7 @@
 // Full validation of inputs and parameters is the plugin's (it names the bad field).
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -27,10 +28,19 @@ struct LmiShape {
   bool details = false;
 };
 
-// Throws BadRequest for a body that is not JSON or not an object.
+// A request body as a JSON object. Throws BadRequest (field "body") for malformed JSON, JSON
+// nested deeper than json_bounds::kMaxDepth, or a value that is not an object.
+nlohmann::json parse_body(const std::string& body);
+
+// Throws BadRequest for a body that is not JSON or not an object. A text/plain body (media
+// types are case-insensitive) is the input itself.
 LmiShape inspect_lmi_request(const std::string& body, const std::string& content_type);
 
 int http_status_of(lmx_status status);
+
+// Longest error message and field name an error body carries (longer ones are cut, "...").
+inline constexpr std::size_t kMaxErrorBytes = 1024;
+inline constexpr std::size_t kMaxFieldBytes = 128;
 
 // {"error": message, "field": field|null, "code": http_status}
 std::string error_body(int http_status, const std::string& message, const std::string& field = {});

@@ -1,5 +1,6 @@
 // lmx-server [--model-dir DIR] [--port N] [--plugin PATH] [--host ADDR] [--model-name NAME]
-//            [--max-body-bytes N] [--threads N] [--drain-timeout S] [--overrides JSON]
+//            [--max-body-bytes N] [--threads N] [--drain-timeout S] [--read-timeout S]
+//            [--write-timeout S] [--max-connections N] [--overrides JSON]
 // Loads the LMX plugin with dlopen (never linked), loads the model in the background (GET /ping
 // says "loading" meanwhile) and serves SageMaker, DJL and OpenAI-style HTTP. See docs/serving.md.
 #include <unistd.h>
@@ -12,9 +13,9 @@
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
-#include <boost/asio/thread_pool.hpp>
 
 #include "container/server.h"
+#include "plugin/json_bounds.h"
 
 namespace fs = std::filesystem;
 using lmx::server::ServerOptions;
@@ -24,7 +25,8 @@ namespace {
 void usage(std::ostream& out) {
   out << "usage: lmx-server [--model-dir DIR] [--port N] [--plugin PATH] [--host ADDR]\n"
          "                  [--model-name NAME] [--max-body-bytes N] [--threads N]\n"
-         "                  [--drain-timeout SECONDS] [--overrides JSON]\n"
+         "                  [--drain-timeout SECONDS] [--read-timeout SECONDS]\n"
+         "                  [--write-timeout SECONDS] [--max-connections N] [--overrides JSON]\n"
          "                  [--tensor-parallel-degree N|max]\n"
          "defaults: --model-dir /opt/ml/model --port 8080 (or $SAGEMAKER_BIND_TO_PORT)\n"
          "          --plugin <dir of this binary>/../lib/liblmx.so\n";
@@ -93,6 +95,12 @@ int main(int argc, char** argv) {
       opt.threads = static_cast<int>(parse_number(a, value(), 1, 1024));
     } else if (a == "--drain-timeout") {
       opt.drain_timeout_s = static_cast<int>(parse_number(a, value(), 0, 86400));
+    } else if (a == "--read-timeout") {
+      opt.read_timeout_s = static_cast<int>(parse_number(a, value(), 1, 86400));
+    } else if (a == "--write-timeout") {
+      opt.write_timeout_s = static_cast<int>(parse_number(a, value(), 1, 86400));
+    } else if (a == "--max-connections") {
+      opt.max_connections = static_cast<int>(parse_number(a, value(), 1, 1 << 24));
     } else if (a == "--overrides") {
       overrides = value();
     } else if (a == "--tensor-parallel-degree") {
@@ -104,8 +112,11 @@ int main(int argc, char** argv) {
     }
   }
   if (!tensor_parallel_degree.empty()) {
-    nlohmann::json o = overrides.empty() ? nlohmann::json::object()
-                                         : nlohmann::json::parse(overrides, nullptr, false);
+    nlohmann::json o = nlohmann::json::object();
+    if (!overrides.empty() &&
+        lmx::json_bounds::parse(overrides, o) != lmx::json_bounds::ParseStatus::Ok) {
+      o = nullptr;
+    }
     if (!o.is_object()) {
       std::cerr << "lmx-server: --overrides must be a JSON object of property keys to values\n";
       return 2;
@@ -132,7 +143,6 @@ int main(int argc, char** argv) {
   lmx::server::ServerContext ctx;
   ctx.options = opt;
   ctx.model = &model;
-  ctx.blocking = std::make_unique<boost::asio::thread_pool>(8);
   model.start_loading(overrides);
   try {
     return lmx::server::serve(ctx);

@@ -78,6 +78,9 @@ std::string Metrics::render(const nlohmann::json& engine, const std::string& mod
   out += "# HELP lmx_requests_in_flight HTTP requests being answered now.\n";
   out += "# TYPE lmx_requests_in_flight gauge\n";
   out += fmt::format("lmx_requests_in_flight {}\n", in_flight_.load());
+  out += "# HELP lmx_open_connections Client connections open now.\n";
+  out += "# TYPE lmx_open_connections gauge\n";
+  out += fmt::format("lmx_open_connections {}\n", open_connections_.load());
   out += "# HELP lmx_queue_depth Requests waiting in the engine queue.\n";
   out += "# TYPE lmx_queue_depth gauge\n";
   out += fmt::format("lmx_queue_depth {}\n", number(engine, "waiting"));

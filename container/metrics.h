@@ -34,6 +34,7 @@ class Metrics {
   void tokens(int64_t prompt, int64_t generated);
   void stream_cancelled() { cancelled_.fetch_add(1); }
   std::atomic<int64_t>& in_flight() { return in_flight_; }
+  std::atomic<int64_t>& open_connections() { return open_connections_; }
 
   // The whole exposition; `engine` is lmx_health's "engine" object (may be empty).
   std::string render(const nlohmann::json& engine, const std::string& model_state) const;
@@ -47,6 +48,7 @@ class Metrics {
   std::atomic<int64_t> generated_tokens_{0};
   std::atomic<int64_t> cancelled_{0};
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> open_connections_{0};
 };
 
 }  // namespace lmx::server

@@ -1,6 +1,7 @@
 #include "container/openai_schema.h"
 
 #include "container/lmi_schema.h"
+#include "plugin/json_bounds.h"
 
 namespace lmx::server {
 
@@ -15,9 +16,7 @@ void require_number(const json& v, const char* field) {
 }  // namespace
 
 OpenAiRequest parse_openai_request(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) throw BadRequest("body", "body: malformed JSON");
-  if (!j.is_object()) throw BadRequest("body", "body: must be a JSON object");
+  json j = parse_body(body);
   OpenAiRequest r;
   auto prompt = j.find("prompt");
   if (prompt == j.end() || prompt->is_null()) throw BadRequest("prompt", "prompt: is required");
@@ -82,7 +81,8 @@ OpenAiRequest parse_openai_request(const std::string& body) {
     } else if (key == "user" || key == "suffix" || key == "logit_bias" || key == "stream_options") {
       // Accepted and ignored, as OpenAI-compatible servers commonly do.
     } else {
-      throw BadRequest(key, key + ": unknown field");
+      std::string name = json_bounds::clip(key);
+      throw BadRequest(name, name + ": unknown field");
     }
   }
   if (r.stream && r.lmi["inputs"].is_array()) {

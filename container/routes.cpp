@@ -8,6 +8,7 @@
 #include "container/generate.h"
 #include "container/http_session.h"
 #include "container/lmi_schema.h"
+#include "plugin/json_bounds.h"
 
 namespace lmx::server {
 
@@ -67,22 +68,22 @@ void metrics(HttpSession& s) {
 void route(const std::shared_ptr<HttpSession>& session) {
   HttpSession& s = *session;
   const Request& req = s.request();
-  std::string target(req.target());
-  std::string path = target.substr(0, target.find('?'));
-  bool get = req.method() == http::verb::get;
+  const std::string& path = s.path();
+  // HEAD is GET without the body (the session leaves the body out of every HEAD response).
+  bool get = req.method() == http::verb::get || req.method() == http::verb::head;
   bool post = req.method() == http::verb::post;
   Model& m = *s.ctx().model;
 
   if (path == "/ping" || path == "/health") {
-    if (!get) return method_not_allowed(s, "GET");
+    if (!get) return method_not_allowed(s, "GET, HEAD");
     return ping(s);
   }
   if (path == "/models") {
-    if (!get) return method_not_allowed(s, "GET");
+    if (!get) return method_not_allowed(s, "GET, HEAD");
     return models(s);
   }
   if (path == "/metrics") {
-    if (!get) return method_not_allowed(s, "GET");
+    if (!get) return method_not_allowed(s, "GET, HEAD");
     return metrics(s);
   }
   if (path == "/invocations") {
@@ -94,10 +95,10 @@ void route(const std::shared_ptr<HttpSession>& session) {
     s.set_endpoint("predictions");
     std::string name = path.substr(std::string_view("/predictions/").size());
     if (name != m.name()) {
-      return s.respond(
-          404,
-          error_body(404, "unknown model '" + name + "'; this server serves '" + m.name() + "'",
-                     "model"));
+      return s.respond(404, error_body(404,
+                                       "unknown model '" + json_bounds::clip(name) +
+                                           "'; this server serves '" + m.name() + "'",
+                                       "model"));
     }
     if (!post) return method_not_allowed(s, "POST");
     return handle_lmi(session, false, false);
@@ -124,7 +125,13 @@ void route(const std::shared_ptr<HttpSession>& session) {
     return handle_openai(session);
   }
   s.set_endpoint("not_found");
-  s.respond(404, error_body(404, "no such path: " + path, "path"));
+  if (path.empty()) {
+    return s.respond(400, error_body(400,
+                                     "request target must be a path or an http(s) URL: " +
+                                         json_bounds::clip(std::string(req.target())),
+                                     "path"));
+  }
+  s.respond(404, error_body(404, "no such path: " + json_bounds::clip(path), "path"));
 }
 
 }  // namespace lmx::server

@@ -3,10 +3,7 @@
 
 #include <atomic>
 #include <cstddef>
-#include <memory>
 #include <string>
-
-#include <boost/asio/thread_pool.hpp>
 
 #include "container/metrics.h"
 #include "container/plugin_loader.h"
@@ -22,7 +19,9 @@ struct ServerOptions {
   std::size_t max_body_bytes = 6 * 1024 * 1024;  // SageMaker's invocation payload limit
   int threads = 0;                               // 0: hardware concurrency (at least 2)
   int drain_timeout_s = 60;
-  int idle_timeout_s = 60;
+  int read_timeout_s = 60;     // a request's header, and then its body, must arrive within this
+  int write_timeout_s = 60;    // each write of a response must finish within this
+  int max_connections = 4096;  // lowered at startup to fit the descriptor limit
 };
 
 struct ServerContext {
@@ -30,8 +29,6 @@ struct ServerContext {
   Model* model = nullptr;
   Metrics metrics;
   std::atomic<bool> draining{false};
-  // Runs blocking lmx_predict calls (lists of inputs) off the I/O threads.
-  std::unique_ptr<boost::asio::thread_pool> blocking;
 };
 
 }  // namespace lmx::server
