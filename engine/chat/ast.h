@@ -80,6 +80,7 @@ struct Stmt {
   std::vector<Body> bodies;
   Body body;
   Body else_body;
+  bool recursive = false;  // for ... recursive
   // Macros and call blocks: parameter names with optional defaults.
   std::string name;
   std::vector<std::string> params;

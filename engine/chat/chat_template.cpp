@@ -12,7 +12,11 @@ namespace fs = std::filesystem;
 
 std::string render_chat(const std::string& template_text, const nlohmann::ordered_json& messages,
                         const ChatOptions& options) {
-  const Template tmpl(template_text);
+  return render_chat(Template(template_text), messages, options);
+}
+
+std::string render_chat(const Template& tmpl, const nlohmann::ordered_json& messages,
+                        const ChatOptions& options) {
   Dict vars;
   for (const auto& [name, value] : options.special_tokens) vars.set(Value(name), from_json(value));
   if (!options.variables.is_null()) {

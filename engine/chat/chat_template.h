@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/chat/interpreter.h"
+#include "engine/chat/template.h"
 
 namespace lmx::chat {
 
@@ -28,6 +29,9 @@ struct ChatOptions {
 // Throws lmx::Error on a syntax error (with the line) and TemplateError when rendering fails;
 // TemplateError::raised() tells the template's own raise_exception() apart.
 std::string render_chat(const std::string& template_text, const nlohmann::ordered_json& messages,
+                        const ChatOptions& options);
+// The same with a template compiled once (a server renders every request with the model's one).
+std::string render_chat(const Template& tmpl, const nlohmann::ordered_json& messages,
                         const ChatOptions& options);
 
 // The chat templates of a model directory: tokenizer_config.json's chat_template (a string, or a

@@ -228,8 +228,14 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const ScopePtr& scope, std::s
 }
 
 void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
-  const Value seq = eval(*s.expr, scope);
+  run_loop(s, scope, eval(*s.expr, scope), 1, out);
+}
+
+void Interpreter::run_loop(const Stmt& s, const ScopePtr& scope, const Value& seq, int depth,
+                           std::string& out) {
   if (seq.is_undefined() && seq.undef().unsafe) fail(seq.undef().hint);
+  if (depth > limits_.max_call_depth)
+    fail(fmt::format("recursive loop deeper than {}", limits_.max_call_depth));
   List items;
   try {
     items = iterate(seq);
@@ -255,7 +261,22 @@ void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& ou
     exec_body(s.else_body, inner, out);
     return;
   }
-  auto loop = std::make_shared<LoopObject>(items);
+  auto loop = std::make_shared<LoopObject>(items, depth);
+  if (s.recursive) {
+    // loop(children) renders this loop's body over children, one level deeper.
+    loop->recurse = [this, &s, scope, depth](const Value& children) {
+      std::string text;
+      ++call_depth_;
+      try {
+        run_loop(s, scope, children, depth + 1, text);
+      } catch (...) {
+        --call_depth_;
+        throw;
+      }
+      --call_depth_;
+      return text;
+    };
+  }
   const Value loop_value{std::shared_ptr<Object>(loop)};
   for (size_t i = 0; i < items.size(); ++i) {
     step();
@@ -266,6 +287,7 @@ void Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& ou
     inner->vars["loop"] = loop_value;
     if (exec_body(s.body, inner, out) == Flow::kBreak) break;
   }
+  loop->recurse = nullptr;  // the closure holds the scope; a loop object may outlive the loop
 }
 
 void Interpreter::assign(const Target& t, const Value& v, const ScopePtr& scope) {
@@ -311,6 +333,10 @@ Value Interpreter::call(const Value& fn, const CallArgs& args) {
   if (fn.is_callable()) {
     step();
     return fn.callable()->call(*this, args);
+  }
+  if (fn.is_object()) {
+    step();
+    if (auto r = fn.object()->call(*this, args)) return *r;
   }
   if (fn.is_undefined()) fail(fn.undef().hint);
   fail(fmt::format("'{}' object is not callable", fn.type_name()));

@@ -71,6 +71,7 @@ class Interpreter {
   Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out);
   Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out);
   void exec_for(const Stmt& s, const ScopePtr& scope, std::string& out);
+  void run_loop(const Stmt& s, const ScopePtr& scope, const Value& seq, int depth, std::string& out);
   Value eval(const Expr& e, const ScopePtr& scope);
   Value eval_binary(const Expr& e, const ScopePtr& scope);
   Value eval_compare(const Expr& e, const ScopePtr& scope);

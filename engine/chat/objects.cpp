@@ -34,8 +34,8 @@ std::optional<Value> LoopObject::get_attr(const std::string& name) {
   if (name == "first") return Value(index0 == 0);
   if (name == "last") return Value(index0 == n - 1);
   if (name == "length") return Value(n);
-  if (name == "depth") return Value(1);
-  if (name == "depth0") return Value(0);
+  if (name == "depth") return Value(depth_);
+  if (name == "depth0") return Value(depth_ - 1);
   if (name == "previtem") {
     if (index0 == 0) return Value::undefined("there is no previous item");
     return items_[static_cast<size_t>(index0 - 1)];
@@ -62,6 +62,13 @@ std::optional<Value> LoopObject::get_attr(const std::string& name) {
     });
   }
   return std::nullopt;
+}
+
+std::optional<Value> LoopObject::call(Interpreter& in, const CallArgs& args) {
+  if (!recurse) return std::nullopt;
+  if (args.positional.size() != 1 || !args.keyword.empty())
+    in.fail("loop() takes exactly one argument: the items to recurse into");
+  return Value(recurse(args.positional[0]));
 }
 
 std::string LoopObject::repr() const {

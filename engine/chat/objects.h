@@ -46,14 +46,18 @@ class NamespaceObject : public Object {
 // `loop` inside a for body (index0 is advanced by the interpreter).
 class LoopObject : public Object, public std::enable_shared_from_this<LoopObject> {
  public:
-  explicit LoopObject(List items) : items_(std::move(items)) {}
+  LoopObject(List items, int depth) : items_(std::move(items)), depth_(depth) {}
   int64_t index0 = 0;
+  // Set in a `for ... recursive` loop: loop(children) renders the body over children.
+  std::function<std::string(const Value&)> recurse;
+  std::optional<Value> call(Interpreter& in, const CallArgs& args) override;
   std::optional<Value> get_attr(const std::string& name) override;
   std::string repr() const override;
   std::string type_name() const override { return "LoopContext"; }
 
  private:
   List items_;
+  int depth_;
   bool has_last_changed_ = false;
   Value last_changed_;
 };

@@ -185,7 +185,7 @@ class Parser {
       if (!skip_name("in")) fail("expected 'in', got " + describe(cur()));
       s->expr = tuple(false, {"recursive"});
       if (skip_name("if")) s->filter = expression(true);
-      if (is_name("recursive")) fail("recursive for loops are not supported");
+      if (skip_name("recursive")) s->recursive = true;
       expect_block_end();
       s->body = body({"endfor", "else"});
       if (expect_name() == "else") {

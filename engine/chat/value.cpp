@@ -38,6 +38,8 @@ const Value* CallArgs::get(const std::string& name, size_t index) const {
 
 bool Object::set_attr(const std::string&, Value) { return false; }
 
+std::optional<Value> Object::call(Interpreter&, const CallArgs&) { return std::nullopt; }
+
 namespace {
 
 int deepest(const List& items) {

@@ -56,6 +56,8 @@ class Object {
   virtual int depth() const { return 0; }
   // Drops the values it holds (at the end of a render, to break reference cycles).
   virtual void clear() {}
+  // obj(...): nullopt when the object is not callable (only a recursive loop is).
+  virtual std::optional<Value> call(Interpreter& interp, const CallArgs& args);
 };
 
 struct Undefined {

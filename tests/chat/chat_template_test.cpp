@@ -40,6 +40,13 @@ TEST(RenderChat, PassesWhatApplyChatTemplatePasses) {
   EXPECT_EQ(render_chat(t, messages, o), "<s>[user:hi]TrueTrueFalse<gen>False");
 }
 
+TEST(RenderChat, ACompiledTemplateRendersManyRequests) {
+  const Template tmpl("{% for m in messages %}{{ m.content }};{% endfor %}");
+  ChatOptions o;
+  EXPECT_EQ(render_chat(tmpl, ordered_json::parse(R"([{"content": "a"}])"), o), "a;");
+  EXPECT_EQ(render_chat(tmpl, ordered_json::parse(R"([{"content": "b"}, {"content": "c"}])"), o), "b;c;");
+}
+
 TEST(RenderChat, KeepsTheKeyOrderOfTheRequest) {
   const ordered_json tools = ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
   ChatOptions o;

@@ -284,3 +284,18 @@ TEST(ChatEngine, SelfReferenceAndNamespaceChainsAreRefused) {
 
 }  // namespace
 }  // namespace lmx::chat
+
+namespace lmx::chat {
+namespace {
+
+TEST(ChatEngine, RecursiveLoops) {
+  EXPECT_EQ(render("{% for n in tree recursive %}{{ n.name }}{{ loop.depth }}"
+                   "{% if n.kids %}({{ loop(n.kids) }}){% endif %}{% endfor %}",
+                   {{"tree", nlohmann::ordered_json::parse(
+                                 R"([{"name": "a", "kids": [{"name": "b"}, {"name": "c"}]}, {"name": "d"}])")}}),
+            "a1(b2c2)d1");
+  EXPECT_NE(error_of("{% for x in [1] %}{{ loop([2]) }}{% endfor %}").find("not callable"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lmx::chat
