@@ -137,6 +137,13 @@ LMX_API lmx_status lmx_predict(lmx_handle* handle, const char* request_json, cha
   std::shared_ptr<PredictWait> wait;
   lmx_status st = guarded(LMX_STATUS_MODEL_ERROR, [&]() -> lmx_status {
     auto req = lmx::plugin::parse_lmi_request(std::string(request_json));
+    // More inputs than the queue holds could never be admitted: not a retryable QUEUE_FULL.
+    const int queue = handle->engine->config().job_queue_size;
+    if (req.inputs.size() > static_cast<size_t>(queue)) {
+      throw lmx::RequestError("inputs", "inputs: " + std::to_string(req.inputs.size()) +
+                                            " inputs exceed job_queue_size (" +
+                                            std::to_string(queue) + ")");
+    }
     wait = std::make_shared<PredictWait>();
     for (const auto& input : req.inputs) {
       wait->states.emplace_back(input, req.details, req.return_full_text);

@@ -81,5 +81,36 @@ TEST(LmiRequest, ErrorsNameTheField) {
   EXPECT_EQ(field_of(R"({"inputs": "a", "extra": 1})"), "extra");
 }
 
+std::string message_of(const std::string& body) {
+  try {
+    parse_lmi_request(body);
+  } catch (const RequestError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+// Any host may pass any JSON: nesting is bounded before parsing, and an error quotes a short
+// prefix of the bad value or key (json::dump recursed once per level, and echoed values whole).
+TEST(LmiRequest, HostileJsonGetsShortErrors) {
+  std::string deep;
+  for (int i = 0; i < 60000; ++i) deep += "{\"a\":";
+  deep += "1" + std::string(60000, '}');
+  EXPECT_EQ(field_of(R"({"inputs": "a", "parameters": {"seed": )" + deep + "}}"), "body");
+  std::string shallow;
+  for (int i = 0; i < 60; ++i) shallow += "{\"a\":";
+  shallow += "1" + std::string(60, '}');
+  std::string body = R"({"inputs": "a", "parameters": {"seed": )" + shallow + "}}";
+  EXPECT_EQ(field_of(body), "parameters.seed");
+  EXPECT_LT(message_of(body).size(), 200u);
+  std::string key(1 << 20, 'k');
+  body = R"({"inputs": "a", "parameters": {")" + key + R"(": 1}})";
+  EXPECT_LT(field_of(body).size(), 100u);
+  EXPECT_LT(message_of(body).size(), 400u);
+  EXPECT_LT(message_of(R"({"inputs": "a", ")" + key + R"(": 1})").size(), 400u);
+  EXPECT_LT(message_of(R"({"inputs": "a", "parameters": {"seed": ")" + key + R"("}})").size(),
+            200u);
+}
+
 }  // namespace
 }  // namespace lmx::plugin

@@ -172,6 +172,19 @@ int main(void) {
   CHECK(st == LMX_STATUS_OK && out != NULL && out[0] == '[');
   p_free_string(out);
 
+  /* A list longer than job_queue_size (default 1000) could never be admitted: a bad request that
+     names the limit, not a retryable QUEUE_FULL. */
+  {
+    static char many[16 * 1024];
+    size_t n = (size_t)snprintf(many, sizeof(many), "{\"inputs\": [\"x\"");
+    for (int k = 1; k < 1001; ++k) n += (size_t)snprintf(many + n, sizeof(many) - n, ", \"x\"");
+    snprintf(many + n, sizeof(many) - n, "]}");
+    CHECK(p_predict(g_handle, many, &out) == LMX_STATUS_INVALID_REQUEST);
+    CHECK(strcmp(p_last_error_field(), "inputs") == 0);
+    CHECK(strstr(p_last_error(), "job_queue_size (1000)") != NULL);
+    p_free_string(out);
+  }
+
   /* Bad requests name the field. */
   expect_invalid("{\"inputs\": ", "body");
   expect_invalid("{\"inputs\": 5}", "inputs");
