@@ -212,9 +212,9 @@ class CpuBackend final : public Backend {
   // embedding (head_weight()); shape, bias and quantization are lm_head's.
   void head(const float* x, float* logits, int rows) const {
     if (w_.lm_head.quant.quantized()) return linear(w_.lm_head, x, logits, rows);
-    const kernels::LinearWeights<float> view{w_.head_weight().data(), ptr_or_null(w_.lm_head.bias),
-                                             int(w_.lm_head.out), int(w_.lm_head.in)};
-    k::linear(x, view, logits, rows);
+    const kernels::LinearWeights<float> weights{w_.head_weight().data(), ptr_or_null(w_.lm_head.bias),
+                                                int(w_.lm_head.out), int(w_.lm_head.in)};
+    k::linear(x, weights, logits, rows);
   }
 
   void norm(const CpuNorm& n, const float* in, float* out, int rows) const {
