@@ -93,6 +93,10 @@ std::string Metrics::render(const nlohmann::json& engine, const std::string& mod
   out += "# HELP lmx_kv_blocks_free KV-cache blocks free.\n";
   out += "# TYPE lmx_kv_blocks_free gauge\n";
   out += fmt::format("lmx_kv_blocks_free {}\n", number(engine, "kv_blocks_free"));
+  out += "# HELP lmx_non_finite_logits_total Requests failed alone because their logits were "
+         "not finite.\n";
+  out += "# TYPE lmx_non_finite_logits_total counter\n";
+  out += fmt::format("lmx_non_finite_logits_total {}\n", number(engine, "non_finite_logits_total"));
   out += "# HELP lmx_model_ready 1 when the model is loaded and serving.\n";
   out += "# TYPE lmx_model_ready gauge\n";
   out += fmt::format("lmx_model_ready{{state=\"{}\"}} {}\n", model_state,

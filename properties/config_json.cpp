@@ -35,6 +35,28 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   return json();
 }
 
+// Whether the key's value changes what LMX does in this configuration, and why not when it does
+// not ("" when it does). Every key the product accepts is listed: a setting is never silently
+// ignored (docs/configuration.md).
+std::string why_no_effect(const ServingConfig& c, const std::string& key) {
+  const bool dynamic = c.rolling_batch == RollingBatch::Disable;
+  if (key == "option.revision")
+    return "no downloads: the model is read from the local directory as it is";
+  if (key == "option.trust_remote_code") return "LMX runs no Python and no remote code";
+  if (key == "option.smoothquant_alpha" && c.quantize != Quantize::SmoothQuant)
+    return "only used with option.quantize=smoothquant";
+  if (key == "option.quantize_group_size" && c.quantize != Quantize::DynamicInt8)
+    return "only used with option.quantize=dynamic_int8";
+  if (key == "option.max_rolling_batch_size" && dynamic)
+    return "option.rolling_batch=disable: batch_size bounds each batch";
+  if ((key == "batch_size" || key == "max_batch_delay") && !dynamic)
+    return "only used with option.rolling_batch=disable (LMI's dynamic batching)";
+  if (key == "option.enable_cuda_graph" && c.device != Device::Cuda) return "device cpu";
+  if (key == "chunked_read_timeout")
+    return "not implemented yet (an explicit value is refused at startup)";
+  return "";
+}
+
 }  // namespace
 
 nlohmann::json to_json(const ServingConfig& config) {
@@ -50,6 +72,9 @@ nlohmann::json to_json(const ServingConfig& config) {
     if (src.kind == ValueSource::Kind::File) entry["line"] = src.line;
     if (src.kind != ValueSource::Kind::Default) entry["raw"] = src.raw;
     if (!src.note.empty()) entry["note"] = src.note;
+    const std::string why_not = why_no_effect(config, key);
+    entry["takes_effect"] = why_not.empty();
+    if (!why_not.empty()) entry["no_effect_because"] = why_not;
     settings[key] = std::move(entry);
   }
   nlohmann::json out;

@@ -20,6 +20,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A key or value from outside as an error message quotes it: control bytes (a NUL would cut the
+// message short wherever it crosses a C string) as \xNN, and at most 120 bytes of it.
+std::string shown(std::string_view text) {
+  constexpr size_t kMax = 120;
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMax; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += char(c);
+  }
+  if (text.size() > kMax) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
 const std::vector<std::string> kKnownKeys = {
     "option.model_id",
     "option.revision",
@@ -191,8 +207,8 @@ class Resolver {
 
   void invalid(const RawValue& v, std::string_view allowed) {
     failed_.insert(lower(v.key));
-    errors_.push_back(fmt::format("invalid value '{}' for {} (from {}): allowed: {}", v.text, v.key,
-                                  v.source.describe(), allowed));
+    errors_.push_back(fmt::format("invalid value '{}' for {} (from {}): allowed: {}", shown(v.text),
+                                  shown(v.key), v.source.describe(), allowed));
   }
 
   void unsupported(const RawValue& v, std::string_view supported) {
@@ -200,7 +216,7 @@ class Resolver {
     errors_.push_back(fmt::format(
         "{}={} (from {}) is a valid value but not supported by this build of LMX yet; this build "
         "supports: {}",
-        v.key, v.text, v.source.describe(), supported));
+        shown(v.key), shown(v.text), v.source.describe(), supported));
   }
 
   // A value that is fine alone but conflicts with the rest of the configuration.
@@ -208,7 +224,8 @@ class Resolver {
     failed_.insert(key);
     if (v != nullptr)
       errors_.push_back(
-          fmt::format("{}={} (from {}): {}", v->key, v->text, v->source.describe(), why));
+          fmt::format("{}={} (from {}): {}", shown(v->key), shown(v->text), v->source.describe(),
+                      why));
     else
       errors_.push_back(fmt::format("{} (default): {}", key, why));
   }
@@ -547,6 +564,12 @@ class Resolver {
 
     int_key("option.model_loading_timeout", cfg_.model_loading_timeout_s, 1);
     int_key("chunked_read_timeout", cfg_.chunked_read_timeout_s, 1);
+    // DJL's timeout for the next chunk of a streamed response: lmx-server does not implement it
+    // yet, so an explicit value is refused rather than ignored (the default is reported as
+    // without effect by lmx config).
+    if (const RawValue* v = merged_value("chunked_read_timeout");
+        v != nullptr && v->source.kind != ValueSource::Kind::Default && !failed("chunked_read_timeout"))
+      unsupported(*v, "the default (no chunk timeout on streamed responses yet)");
   }
 
   void resolve_model() {

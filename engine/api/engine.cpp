@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
+#include <cstdint>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -42,21 +44,38 @@ kernels::KvDtype kv_dtype(properties::KvCacheDtype d) {
                                                 : kernels::KvDtype::model;
 }
 
-// KV cache for max_tokens x max_rolling_batch_size, refused when it would take more than half of
+// Sequences that run at once: the rolling batch's, or one dynamic batch (rolling_batch=disable).
+int64_t concurrent_sequences(const properties::ServingConfig& config) {
+  return config.rolling_batch == properties::RollingBatch::Disable ? config.batch_size
+                                                                   : config.max_rolling_batch_size;
+}
+
+// KV blocks for max_tokens x the sequences that run at once, in 64-bit arithmetic: a count past
+// what a block id can name is an error naming both settings (max_tokens=2147483647 overflowed).
+int64_t kv_blocks_wanted(const properties::ServingConfig& config, int block_size) {
+  const int64_t per_sequence = (int64_t(config.max_tokens) + block_size - 1) / block_size;
+  const int64_t blocks = per_sequence * concurrent_sequences(config);
+  if (blocks > INT32_MAX)
+    throw_error("option.max_tokens {} x {} sequences at once is a KV cache of {} blocks of {} "
+                "tokens, more than {} can be addressed; lower option.max_tokens or the batch size",
+                config.max_tokens, concurrent_sequences(config), blocks, block_size, INT32_MAX);
+  return blocks;
+}
+
+// KV cache for max_tokens x the sequences at once, refused when it would take more than half of
 // the machine's memory (named numbers instead of an out-of-memory kill later). The CPU cache is
 // fp32 whatever option.kv_cache_dtype says: fp8 is emulated by rounding the stored values.
 KvCacheShape plan_cpu_kv(const properties::ServingConfig& config, const DecoderDesc& desc) {
-  const long blocks_per_seq = (config.max_tokens + kBlockSize - 1) / kBlockSize;
-  const long blocks = blocks_per_seq * config.max_rolling_batch_size;
+  const int64_t blocks = kv_blocks_wanted(config, kBlockSize);
   const double bytes_per_block =
       double(kBlockSize) * desc.num_layers * 2.0 * desc.kv_size() * sizeof(float);
   const double bytes = blocks * bytes_per_block;
   const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
   if (bytes > 0.5 * ram)
-    throw_error("KV cache for max_tokens {} x max_rolling_batch_size {} needs {:.1f} GiB of host "
+    throw_error("KV cache for max_tokens {} x {} sequences at once needs {:.1f} GiB of host "
                 "memory, more than half of the {:.1f} GiB here; lower option.max_tokens or "
-                "option.max_rolling_batch_size",
-                config.max_tokens, config.max_rolling_batch_size, bytes / (1 << 30), ram / (1 << 30));
+                "option.max_rolling_batch_size (batch_size with rolling_batch=disable)",
+                config.max_tokens, concurrent_sequences(config), bytes / (1 << 30), ram / (1 << 30));
   const kernels::KvDtype dtype = kv_dtype(config.kv_cache_dtype);
   spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB), dtype {}", blocks, kBlockSize,
                bytes / (1 << 20),
@@ -92,10 +111,9 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
   CudaBackendOptions o;
   o.dtype = cuda_dtype(config.dtype, model.config);
   o.kv_dtype = kv_dtype(config.kv_cache_dtype);
-  o.kv_blocks = long((config.max_tokens + o.kv_block_size - 1) / o.kv_block_size) *
-                config.max_rolling_batch_size;
-  o.max_sequences = config.max_rolling_batch_size;
-  o.max_step_tokens = std::max(config.max_rolling_batch_prefill_tokens, config.max_rolling_batch_size);
+  o.kv_blocks = long(kv_blocks_wanted(config, o.kv_block_size));
+  o.max_sequences = int(concurrent_sequences(config));
+  o.max_step_tokens = std::max(config.max_rolling_batch_prefill_tokens, o.max_sequences);
   o.cuda_graphs = config.enable_cuda_graph;
   o.fused = model.architecture->fused_policy;
   o.first_device = replica * config.tensor_parallel_degree;
@@ -118,6 +136,7 @@ struct Pending {
   SchedulerRequest request;
   std::vector<std::string> stop_sequences;
   UpdateCallback on_update;
+  Clock::time_point arrived;  // dynamic batching waits max_batch_delay from the oldest
 };
 
 class EngineImpl final : public Engine {
@@ -128,9 +147,14 @@ class EngineImpl final : public Engine {
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
         backend_(make_backend(config, model_, replica)),
         kv_cache_dtype_(backend_->kv_cache_dtype_name()),
-        scheduler_(*backend_,
-                   {config.max_rolling_batch_size, config.max_rolling_batch_prefill_tokens}),
+        scheduler_(*backend_, scheduler_limits(config)),
         started_(Clock::now()) {
+    // option.model_loading_timeout: a load that took longer fails instead of serving late (the
+    // host sees the error; LMI's worker is given up on at the same point).
+    const double load_s = std::chrono::duration<double>(started_ - load_started_).count();
+    if (load_s > config.model_loading_timeout_s)
+      throw_error("loading the model took {:.0f} s, more than option.model_loading_timeout={} s",
+                  load_s, config.model_loading_timeout_s);
     spdlog::info("engine ready: {} on {} ({}), {}; KV cache {}", model_.desc.architecture,
                  backend_->name(), path().name, path().reason, kv_cache_dtype_);
     delivery_ = std::thread([this] { run_deliveries(); });
@@ -145,7 +169,7 @@ class EngineImpl final : public Engine {
     if (request.prompt_ids) {
       sr.prompt = std::move(*request.prompt_ids);
     } else {
-      sr.prompt = tokenizer_.encode(request.prompt, /*add_special_tokens=*/true);
+      sr.prompt = tokenizer_.encode(request.prompt, request.add_special_tokens);
     }
     if (sr.prompt.empty()) throw RequestError("inputs", "the prompt is empty");
     const RequestParams& p = request.params;
@@ -168,7 +192,7 @@ class EngineImpl final : public Engine {
                                        config_.job_queue_size));
     const uint64_t id = next_id_++;
     sr.id = id;
-    incoming_.push_back({id, std::move(sr), p.stop_sequences, std::move(on_update)});
+    incoming_.push_back({id, std::move(sr), p.stop_sequences, std::move(on_update), Clock::now()});
     live_.insert(id);
     ++requests_total_;
     wake_.notify_one();
@@ -201,6 +225,7 @@ class EngineImpl final : public Engine {
             {"preemptions", stats_.preemptions},
             {"requests_total", requests_total_},
             {"tokens_generated", tokens_generated_},
+            {"non_finite_logits_total", non_finite_logits_total_.load()},
             {"tokens_per_second", recent_tokens_per_second()},
             {"uptime_seconds", uptime},
             {"max_tokens", config_.max_tokens},
@@ -293,36 +318,97 @@ class EngineImpl final : public Engine {
 
   // Moves new requests into the scheduler and applies cancellations; false when the worker is
   // done (stopping and nothing left).
+  // Rolling batch: every request joins the running batch at once. option.rolling_batch=disable
+  // (LMI's dynamic batching): requests gather into batches of up to batch_size, waiting at most
+  // max_batch_delay ms from the oldest; a batch runs to its end before the next one starts.
+  bool dynamic_batching() const { return config_.rolling_batch == properties::RollingBatch::Disable; }
+
+  static SchedulerLimits scheduler_limits(const properties::ServingConfig& c) {
+    const bool dynamic = c.rolling_batch == properties::RollingBatch::Disable;
+    return {dynamic ? c.batch_size : c.max_rolling_batch_size, c.max_rolling_batch_prefill_tokens};
+  }
+
+  // Under dynamic batching: whether the held requests go now (the batch is full, the oldest has
+  // waited max_batch_delay, or the engine is stopping), else when they will. Caller holds mutex_.
+  std::optional<Clock::time_point> batch_deadline() const {
+    if (incoming_.empty() || stopping_ || int(incoming_.size()) >= config_.batch_size) return {};
+    return incoming_.front().arrived + std::chrono::milliseconds(config_.max_batch_delay_ms);
+  }
+
   bool take_work() {
     std::unique_lock lock(mutex_);
-    wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work(); });
+    for (;;) {
+      const bool running = scheduler_.has_work();
+      if (stopping_ || !cancels_.empty() || running) break;
+      if (!incoming_.empty()) {
+        if (!dynamic_batching()) break;
+        const auto deadline = batch_deadline();
+        if (!deadline || Clock::now() >= *deadline) break;
+        wake_.wait_until(lock, *deadline);
+        continue;
+      }
+      wake_.wait(lock);
+    }
     std::deque<Pending> incoming;
-    incoming.swap(incoming_);
+    if (!dynamic_batching()) {
+      incoming.swap(incoming_);
+    } else if (!scheduler_.has_work()) {  // the next batch: up to batch_size of the oldest
+      while (!incoming_.empty() && int(incoming.size()) < config_.batch_size) {
+        incoming.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+    }
     std::unordered_set<uint64_t> cancels;
     cancels.swap(cancels_);
+    std::deque<Pending> held_cancelled;  // cancelled while waiting for their batch
+    for (auto it = incoming_.begin(); it != incoming_.end();) {
+      if (cancels.count(it->id)) {
+        held_cancelled.push_back(std::move(*it));
+        it = incoming_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     const bool stopping = stopping_;
     lock.unlock();
 
     for (Pending& p : incoming) {
-      const int prompt_tokens = int(p.request.prompt.size());
-      active_.emplace(p.id, ActiveRequest{std::make_shared<const UpdateCallback>(std::move(p.on_update)),
-                                          StreamDecoder(tokenizer_, true),
-                                          StopSequenceMatcher(std::move(p.stop_sequences)),
-                                          prompt_tokens, 0});
+      activate(p);
       try {
         scheduler_.add(std::move(p.request));
       } catch (const std::exception& e) {
         finish(p.id, FinishReason::Error, e.what());
       }
     }
+    for (Pending& p : held_cancelled) activate(p);
     for (uint64_t id : cancels) {
       scheduler_.remove(id);
       finish(id, FinishReason::Cancelled);
     }
-    return !(stopping && !scheduler_.has_work());
+    return !(stopping && !scheduler_.has_work() && incoming_empty());
+  }
+
+  bool incoming_empty() {
+    std::lock_guard lock(mutex_);
+    return incoming_.empty();
+  }
+
+  // The request's delivery state, from the moment it leaves the incoming queue.
+  void activate(Pending& p) {
+    const int prompt_tokens = int(p.request.prompt.size());
+    active_.emplace(p.id, ActiveRequest{std::make_shared<const UpdateCallback>(std::move(p.on_update)),
+                                        StreamDecoder(tokenizer_, true),
+                                        StopSequenceMatcher(std::move(p.stop_sequences)),
+                                        prompt_tokens, 0});
   }
 
   void emit(const TokenOutput& out) {
+    if (out.finished && out.reason == FinishReason::Error) {  // this request alone failed
+      spdlog::warn("request {}: {}", out.id, out.error);
+      non_finite_logits_total_.fetch_add(1);
+      finish(out.id, FinishReason::Error, out.error);
+      return;
+    }
     auto it = active_.find(out.id);
     if (it == active_.end()) return;
     ActiveRequest& a = it->second;
@@ -400,6 +486,7 @@ class EngineImpl final : public Engine {
     }
   }
 
+  const Clock::time_point load_started_ = Clock::now();  // first: before anything loads
   properties::ServingConfig config_;
   LoadedModel model_;
   Tokenizer tokenizer_;
@@ -431,6 +518,7 @@ class EngineImpl final : public Engine {
   SchedulerStats stats_;
   long requests_total_ = 0;
   long tokens_generated_ = 0;
+  std::atomic<long> non_finite_logits_total_{0};  // requests failed by non-finite logits
   std::deque<std::pair<Clock::time_point, long>> recent_steps_;
   std::optional<Clock::time_point> last_step_end_;  // trace_step, worker thread only
 };

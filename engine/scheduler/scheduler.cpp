@@ -1,5 +1,9 @@
 #include "engine/scheduler/scheduler.h"
 
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "engine/core/error.h"
@@ -197,6 +201,15 @@ std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_lo
       dst.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
     }
     out.token = tokens[i];
+    // A row whose logits are not finite (NaN or infinite: its log-softmax is not) fails this
+    // request alone; its neighbours in the batch go on.
+    if (!std::isfinite(out.token.logprob)) {
+      out.finished = true, out.reason = FinishReason::Error;
+      out.error = fmt::format("the model's logits for this request were not finite at generated "
+                              "token {} (NaN or infinity); the request was stopped",
+                              s.generated + 1);
+      continue;
+    }
     s.tokens.push_back(out.token.id);
     ++s.generated;
     const auto in = [&](const auto& list) {

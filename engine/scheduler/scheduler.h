@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -45,6 +46,7 @@ struct TokenOutput {
   FinishReason reason = FinishReason::Length;
   std::vector<float> prompt_logits;  // with the first token, when the request asked for them
   std::vector<float> step_logits;    // with tokens 1..return_step_logits, when asked for
+  std::string error;  // reason Error: the request failed alone (e.g. its logits were not finite)
 };
 
 struct SchedulerStats {

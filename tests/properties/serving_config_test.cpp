@@ -118,13 +118,35 @@ TEST(ServingConfig, FileKeyCaseDoesNotDefeatPrecedence) {
 TEST(ServingConfig, ServingVariablesSetServerKeys) {
   TempModelDir dir;
   const ServingConfig c = load(dir, {{"SERVING_JOB_QUEUE_SIZE", "12"},
-                                     {"SERVING_CHUNKED_READ_TIMEOUT", "5"},
                                      {"SERVING_MAX_BATCH_DELAY", "0"}});
   EXPECT_EQ(c.job_queue_size, 12);
-  EXPECT_EQ(c.chunked_read_timeout_s, 5);
   EXPECT_EQ(c.max_batch_delay_ms, 0);
   EXPECT_EQ(c.source_of("job_queue_size").describe(),
             "environment variable SERVING_JOB_QUEUE_SIZE");
+  EXPECT_EQ(c.chunked_read_timeout_s, 60);
+}
+
+// Settings never silently ignored: chunked_read_timeout (no chunk timeout on streamed responses
+// yet) is refused when set, and lmx config says, for every key, whether it takes effect.
+TEST(ServingConfig, SettingsWithoutEffectAreRefusedOrReported) {
+  TempModelDir dir;
+  try {
+    load(dir, {{"SERVING_CHUNKED_READ_TIMEOUT", "5"}});
+    ADD_FAILURE() << "chunked_read_timeout was accepted";
+  } catch (const lmx::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chunked_read_timeout=5"), std::string::npos) << e.what();
+  }
+  const nlohmann::json rolling = to_json(load(dir, {{"SERVING_BATCH_SIZE", "1"}}));
+  for (const auto& [key, entry] : rolling["settings"].items())
+    EXPECT_TRUE(entry.contains("takes_effect")) << key;
+  EXPECT_FALSE(rolling["settings"]["batch_size"]["takes_effect"]);
+  EXPECT_FALSE(rolling["settings"]["max_batch_delay"]["takes_effect"]);
+  EXPECT_TRUE(rolling["settings"]["option.max_rolling_batch_size"]["takes_effect"]);
+  EXPECT_FALSE(rolling["settings"]["option.revision"]["takes_effect"]);
+  const nlohmann::json dynamic =
+      to_json(load(dir, {{"OPTION_ROLLING_BATCH", "disable"}, {"SERVING_BATCH_SIZE", "4"}}));
+  EXPECT_TRUE(dynamic["settings"]["batch_size"]["takes_effect"]);
+  EXPECT_FALSE(dynamic["settings"]["option.max_rolling_batch_size"]["takes_effect"]);
 }
 
 TEST(ServingConfig, AliasesApplyBelowLmiVariables) {

@@ -323,3 +323,21 @@ TEST(Validation, ReplicasFitTheGpus) {
 }
 
 }  // namespace
+
+namespace {
+
+// A value holding a NUL byte (or other control bytes) is quoted escaped, so the message names the
+// key and the line in full wherever it crosses a C string; a huge value is quoted in part.
+TEST(Validation, ControlBytesAndHugeValuesAreQuotedSafely) {
+  TempModelDir dir(std::string("option.dtype=fp1\0x\n", 19));
+  const std::string e = error_of(dir);
+  EXPECT_EQ(e.find('\0'), std::string::npos);
+  EXPECT_TRUE(contains(e, "'fp1\\x00x'"));
+  EXPECT_TRUE(contains(e, "option.dtype"));
+  EXPECT_TRUE(contains(e, "line 1"));
+  const std::string huge(1 << 20, 'a');
+  const std::string h = error_of(dir, {{"OPTION_MAX_TOKENS", huge}});
+  EXPECT_LT(h.size(), 2000u);
+  EXPECT_TRUE(contains(h, "(1048576 bytes)"));
+}
+}  // namespace

@@ -1,5 +1,7 @@
 // The engine API end to end on the CPU backend with the real TinyStories-656K model and its
 // tokenizer: streaming updates, concurrency, cancellation, limits and shutdown.
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -189,6 +191,70 @@ TEST_P(EngineTest, BadSamplingParameterNamesTheField) {
     FAIL();
   } catch (const RequestError& e) {
     EXPECT_EQ(e.field(), "parameters.top_p");
+  }
+}
+
+// option.rolling_batch=disable is LMI's dynamic batching: batches of at most batch_size, each
+// run to its end before the next, gathered for up to max_batch_delay ms.
+TEST(EngineDynamicBatching, BatchesOfBatchSizeRunOneAfterAnother) {
+  auto engine = Engine::create(config({{"OPTION_ROLLING_BATCH", "disable"},
+                                       {"SERVING_BATCH_SIZE", "2"},
+                                       {"SERVING_MAX_BATCH_DELAY", "50"}}));
+  Collector alone;
+  engine->enqueue(greedy("Once upon a time", 12), alone.callback());
+  alone.wait();
+  std::vector<std::unique_ptr<Collector>> cs;
+  for (int i = 0; i < 5; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    engine->enqueue(greedy("Once upon a time", 12), cs.back()->callback());
+  }
+  int most_running = 0;
+  for (int polls = 0; polls < 4000; ++polls) {
+    const nlohmann::json st = engine->stats();
+    most_running = std::max(most_running, st["running"].get<int>());
+    if (st["running"] == 0 && st["waiting"] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (auto& c : cs) {
+    c->wait();
+    EXPECT_EQ(c->ids(), alone.ids());
+  }
+  EXPECT_EQ(most_running, 2) << "batch_size 2 bounds the batch (and a full batch starts at once)";
+
+  // One request alone waits max_batch_delay for company, then runs.
+  auto slow = Engine::create(config({{"OPTION_ROLLING_BATCH", "disable"},
+                                     {"SERVING_BATCH_SIZE", "4"},
+                                     {"SERVING_MAX_BATCH_DELAY", "400"}}));
+  Collector one;
+  const auto start = std::chrono::steady_clock::now();
+  slow->enqueue(greedy("Once upon a time", 2), one.callback());
+  one.wait();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(400));
+}
+
+// A request cancelled while it waits for its batch ends Cancelled and never runs.
+TEST(EngineDynamicBatching, CancelWhileHeldForTheBatch) {
+  auto engine = Engine::create(config({{"OPTION_ROLLING_BATCH", "disable"},
+                                       {"SERVING_BATCH_SIZE", "8"},
+                                       {"SERVING_MAX_BATCH_DELAY", "5000"}}));
+  Collector c;
+  const uint64_t id = engine->enqueue(greedy("Once upon a time", 5), c.callback());
+  EXPECT_TRUE(engine->cancel(id));
+  const RequestUpdate& last = c.wait();
+  EXPECT_EQ(last.finish_status, FinishStatus::Cancelled);
+  EXPECT_EQ(last.generated_tokens, 0);
+}
+
+// Sizes computed from settings use 64-bit arithmetic: max_tokens at INT_MAX was "-134217727
+// blocks (-2097152.0 MiB)"; now an error naming the numbers.
+TEST(EngineLimits, HugeMaxTokensIsRefusedWithItsNumbers) {
+  try {
+    Engine::create(config({{"OPTION_MAX_TOKENS", "2147483647"}}));
+    ADD_FAILURE() << "an engine was made";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("option.max_tokens 2147483647"), std::string::npos) << what;
+    EXPECT_EQ(what.find("-134217727"), std::string::npos) << what;
   }
 }
 

@@ -2,6 +2,7 @@
 // capacity, cancellation, per-request parameters and batch independence. The reference tokens
 // are transformers' greedy ids from the parity fixtures.
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -259,6 +260,60 @@ INSTANTIATE_TEST_SUITE_P(Backends, SchedulerTest, ::testing::Values("cpu", "cuda
 #else
 INSTANTIATE_TEST_SUITE_P(Backends, SchedulerTest, ::testing::Values("cpu"));
 #endif
+
+// A backend whose logits turn NaN for one sequence (the one whose KV blocks start with the first
+// chunk's first block of the first step), from its `from_step`th step on.
+class PoisonOneSequence final : public Backend {
+ public:
+  PoisonOneSequence(std::unique_ptr<Backend> inner, int from_step)
+      : inner_(std::move(inner)), from_step_(from_step) {}
+  const DecoderDesc& desc() const override { return inner_->desc(); }
+  const KvCacheShape& kv_shape() const override { return inner_->kv_shape(); }
+  std::string name() const override { return inner_->name(); }
+  std::string kv_cache_dtype_name() const override { return inner_->kv_cache_dtype_name(); }
+  void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
+    inner_->forward(chunks, logits);
+    if (victim_block_ < 0) victim_block_ = chunks[0].block_table[0];
+    const size_t V = size_t(desc().vocab_size);
+    size_t row = 0;
+    for (const BatchChunk& c : chunks) {
+      if (!c.compute_logits) continue;
+      if (c.block_table[0] == victim_block_ && steps_ >= from_step_)
+        logits[row * V + 3] = std::numeric_limits<float>::quiet_NaN();
+      ++row;
+    }
+    ++steps_;
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  int from_step_, steps_ = 0;
+  int32_t victim_block_ = -1;
+};
+
+// Non-finite logits fail that request alone, with a clear error; its batch neighbour finishes
+// with transformers' tokens.
+TEST(SchedulerErrors, NonFiniteLogitsFailOnlyThatRequest) {
+  const LoadedModel model = load_model(kFixture);
+  const auto cs = cases();
+  PoisonOneSequence backend(make_cpu_backend(model, {4, 256}), 3);
+  Scheduler s(backend, {8, 512});
+  s.add(greedy(1, cs[1]));
+  s.add(greedy(2, cs[2]));
+  std::map<uint64_t, std::vector<TokenOutput>> outs;
+  for (int step = 0; s.has_work() && step < 1000; ++step)
+    for (TokenOutput& o : s.step()) outs[o.id].push_back(std::move(o));
+  ASSERT_FALSE(outs[1].empty());
+  const TokenOutput& last = outs[1].back();
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(last.reason, FinishReason::Error);
+  EXPECT_NE(last.error.find("not finite"), std::string::npos) << last.error;
+  EXPECT_LT(outs[1].size(), cs[1].expected.size());
+  std::vector<int32_t> other;
+  for (const TokenOutput& o : outs[2]) other.push_back(o.token.id);
+  EXPECT_EQ(other, cs[2].expected);
+  EXPECT_EQ(outs[2].back().reason, FinishReason::Length);
+}
 
 }  // namespace
 }  // namespace lmx
