@@ -130,24 +130,29 @@ std::vector<HalfPrecision> half_precisions(const DecoderDesc& d) {
 
 class CudaHfParity : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
-  REQUIRE_GPU();
-  const auto f = open_parity_fixture(GetParam());
-  const LoadedModel model = load_model(f.model_dir);
-  auto backend = make_cuda_backend(model, options(CudaDtype::F32));
-  for (const json& c : f.expected["cases"]) {
+// Every case of the fixture through `backend` in fp32: greedy ids equal transformers', logits at
+// the last prompt position and the first decode steps within 1e-4 of max |logit|.
+void expect_fp32_cases(Backend& backend, const json& expected) {
+  for (const json& c : expected["cases"]) {
     GenerationRequest r;
     r.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     r.params.max_new_tokens = int(c["greedy_ids"].size());
     r.params.ignore_eos = true;
     r.params.return_prompt_logits = true;
     r.params.return_step_logits = testing::step_logits(c);
-    Generator gen(*backend);
+    Generator gen(backend);
     const auto result = gen.generate(std::span(&r, 1)).front();
     SCOPED_TRACE("prompt length " + std::to_string(r.prompt.size()));
     EXPECT_EQ(result.tokens, c["greedy_ids"].get<std::vector<int32_t>>());
     testing::expect_case_logits_near(result, c, 1e-4);
   }
+}
+
+TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
+  REQUIRE_GPU();
+  const auto f = open_parity_fixture(GetParam());
+  const LoadedModel model = load_model(f.model_dir);
+  expect_fp32_cases(*make_cuda_backend(model, options(CudaDtype::F32)), f.expected);
 }
 
 TEST_P(CudaHfParity, HalfPrecisionTopOneOnClearSteps) {
@@ -315,20 +320,8 @@ TEST_P(CudaHfParity, TensorParallelFp32MatchesTransformers) {
       o.cuda_graphs = graphs;
       auto backend = make_cuda_backend(model, o);
       ASSERT_EQ(backend->tensor_parallel_degree(), degree);
-      for (const json& c : f.expected["cases"]) {
-        GenerationRequest r;
-        r.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-        r.params.max_new_tokens = int(c["greedy_ids"].size());
-        r.params.ignore_eos = true;
-        r.params.return_prompt_logits = true;
-        r.params.return_step_logits = testing::step_logits(c);
-        Generator gen(*backend);
-        const auto result = gen.generate(std::span(&r, 1)).front();
-        SCOPED_TRACE("degree " + std::to_string(degree) + (graphs ? ", graphs" : ", eager") +
-                     ", prompt length " + std::to_string(r.prompt.size()));
-        EXPECT_EQ(result.tokens, c["greedy_ids"].get<std::vector<int32_t>>());
-        testing::expect_case_logits_near(result, c, 1e-4);
-      }
+      SCOPED_TRACE("degree " + std::to_string(degree) + (graphs ? ", graphs" : ", eager"));
+      expect_fp32_cases(*backend, f.expected);
     }
   }
   EXPECT_GT(degrees, 0) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
