@@ -57,6 +57,9 @@ struct RequestParams {
 struct EngineRequest {
   std::string prompt;                             // tokenized by the engine...
   std::optional<std::vector<int32_t>> prompt_ids;  // ...unless ids are given
+  // False for a rendered chat template, which already holds BOS etc. (transformers'
+  // apply_chat_template(tokenize=True) tokenizes with add_special_tokens=False).
+  bool add_special_tokens = true;
   RequestParams params;
 };
 
