@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "container/chat_routes.h"
 #include "container/http_session.h"
 #include "container/lmi_schema.h"
 #include "container/openai_schema.h"
@@ -18,9 +19,6 @@ namespace lmx::server {
 namespace http = boost::beast::http;
 using nlohmann::json;
 
-namespace {
-
-// 503 unless the model is ready and the server is not draining.
 bool check_ready(HttpSession& s) {
   Model& m = *s.ctx().model;
   if (s.ctx().draining) {
@@ -36,6 +34,8 @@ bool check_ready(HttpSession& s) {
   }
   return true;
 }
+
+namespace {
 
 std::string finish_reason_of(const json& chunk) {
   if (!chunk.contains("details") || !chunk["details"].is_object()) return "";
@@ -181,6 +181,8 @@ void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream, 
   } catch (const BadRequest& e) {
     return s.respond(400, error_body(400, e.what(), e.field));
   }
+  // LMI 0.27's chat schema: {"messages": [...], "parameters": {...}} gets a chat completion.
+  if (shape.body.contains("messages") && !force_stream) return handle_chat(session);
   bool stream = shape.stream || force_stream;
   if (force_stream && shape.batched) {
     return s.respond(400,

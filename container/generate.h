@@ -14,4 +14,7 @@ class HttpSession;
 void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream, bool event_stream);
 void handle_openai(const std::shared_ptr<HttpSession>& session);
 
+// False (and answered 503) unless the model is ready and the server is not draining.
+bool check_ready(HttpSession& s);
+
 }  // namespace lmx::server

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "container/chat_routes.h"
 #include "container/generate.h"
 #include "container/http_session.h"
 #include "container/lmi_schema.h"
@@ -123,6 +124,11 @@ void route(const std::shared_ptr<HttpSession>& session) {
     if (!post) return method_not_allowed(s, "POST");
     s.set_endpoint("completions");
     return handle_openai(session);
+  }
+  if (path == "/v1/chat/completions") {
+    if (!post) return method_not_allowed(s, "POST");
+    s.set_endpoint("chat_completions");
+    return handle_chat(session);
   }
   s.set_endpoint("not_found");
   if (path.empty()) {

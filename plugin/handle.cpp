@@ -60,7 +60,12 @@ json health_json(const lmx_handle& h) {
                 {"dtype", std::string(properties::to_string(cfg.dtype))},
                 {"kv_cache_dtype", std::string(properties::to_string(cfg.kv_cache_dtype))},
                 {"tensor_parallel_degree", cfg.tensor_parallel_degree},
-                {"task", cfg.task}}},
+                {"task", cfg.task},
+                {"chat_template", h.chat && h.chat->load_error.empty() ? json(h.chat->source)
+                                                                      : json(nullptr)},
+                {"tool_call_parser", h.chat && !h.chat->tool_call_parser.empty()
+                                         ? json(h.chat->tool_call_parser)
+                                         : json(nullptr)}}},
               {"engine", engine}};
 }
 

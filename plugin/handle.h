@@ -9,11 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/api/engine.h"
+#include "plugin/chat_prompt.h"
 #include "properties/serving_config.h"
 
 struct lmx_handle {
   std::unique_ptr<lmx::Engine> engine;
   std::string model_dir;
+  std::shared_ptr<const lmx::plugin::ChatSetup> chat;  // the chat template(s), loaded once
   std::atomic<bool> shutting_down{false};
 };
 

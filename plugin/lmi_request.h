@@ -18,6 +18,7 @@ struct LmiRequest {
   bool details = false;
   bool return_full_text = false;
   bool stream = false;
+  bool add_special_tokens = true;  // false for a rendered chat template (plugin/chat_prompt.h)
 };
 
 // Parses the request body text (malformed JSON -> RequestError with field "body").

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/api/engine.h"
+#include "plugin/chat_prompt.h"
 #include "plugin/handle.h"
 #include "plugin/lmi_request.h"
 #include "plugin/lmi_response.h"
@@ -123,6 +124,7 @@ LMX_API lmx_status lmx_create(const char* model_dir, const char* overrides_json,
     auto handle = std::make_unique<lmx_handle>();
     handle->engine = lmx::Engine::create(config);
     handle->model_dir = model_dir;
+    handle->chat = lmx::plugin::load_chat_setup(config.model_path.string(), std::nullopt, "");
     *out_handle = handle.release();
     return LMX_STATUS_OK;
   });
@@ -136,7 +138,7 @@ LMX_API lmx_status lmx_predict(lmx_handle* handle, const char* request_json, cha
   }
   std::shared_ptr<PredictWait> wait;
   lmx_status st = guarded(LMX_STATUS_MODEL_ERROR, [&]() -> lmx_status {
-    auto req = lmx::plugin::parse_lmi_request(std::string(request_json));
+    auto req = lmx::plugin::parse_request(*handle->chat, request_json);
     // More inputs than the queue holds could never be admitted: not a retryable QUEUE_FULL.
     const int queue = handle->engine->config().job_queue_size;
     if (req.inputs.size() > static_cast<size_t>(queue)) {
@@ -153,6 +155,7 @@ LMX_API lmx_status lmx_predict(lmx_handle* handle, const char* request_json, cha
       for (size_t i = 0; i < req.inputs.size(); ++i) {
         lmx::EngineRequest er;
         er.prompt = req.inputs[i];
+        er.add_special_tokens = req.add_special_tokens;
         er.params = req.params;
         {
           std::lock_guard lock(wait->mu);
@@ -214,7 +217,7 @@ LMX_API lmx_status lmx_predict_stream(lmx_handle* handle, const char* request_js
                 "lmx_predict_stream: handle, request_json and callback are required");
   }
   return guarded(LMX_STATUS_MODEL_ERROR, [&]() -> lmx_status {
-    auto req = lmx::plugin::parse_lmi_request(std::string(request_json));
+    auto req = lmx::plugin::parse_request(*handle->chat, request_json);
     if (req.batched) {
       throw lmx::RequestError("inputs", "inputs: streaming takes one string, not a list");
     }
@@ -222,6 +225,7 @@ LMX_API lmx_status lmx_predict_stream(lmx_handle* handle, const char* request_js
         std::make_shared<GenerationState>(req.inputs[0], req.details, req.return_full_text);
     lmx::EngineRequest er;
     er.prompt = req.inputs[0];
+    er.add_special_tokens = req.add_special_tokens;
     er.params = req.params;
     uint64_t id = handle->engine->enqueue(std::move(er), [state, callback, user_data](
                                                              const lmx::RequestUpdate& u) noexcept {

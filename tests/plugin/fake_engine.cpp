@@ -2,12 +2,16 @@
 // " t0 t1 t2 ..." one token per 2 ms step, honours max_new_tokens, stop sequences, cancel,
 // job_queue_size and max_tokens (prompt tokens = words). Prompts that contain FAIL_NOW fail
 // before the first token; FAIL_LATER fails after two tokens; SLOW makes each step 50 ms.
+// EMIT_TOOL_CALL generates a fixed Hermes-style tool call (kToolCall) and ECHO_PROMPT the prompt
+// itself (what a chat template rendered), 8 bytes a token, then eos.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <list>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "engine/api/engine.h"
@@ -33,6 +37,9 @@ const char* finish_reason_name(FinishReason s) {
 }
 
 namespace {
+
+constexpr std::string_view kToolCall =
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
 
 struct Job {
   uint64_t id = 0;
@@ -134,7 +141,15 @@ class FakeEngine : public Engine {
           u.finish_status = FinishStatus::Error;
           u.error = "fake model failure";
         } else {
-          GeneratedToken t{100 + j.produced, " t" + std::to_string(j.produced), -0.5f, false};
+          std::string_view script;
+          if (j.req.prompt.find("EMIT_TOOL_CALL") != std::string::npos) script = kToolCall;
+          if (j.req.prompt.find("ECHO_PROMPT") != std::string::npos) script = j.req.prompt;
+          const bool scripted = !script.empty();
+          GeneratedToken t{100 + j.produced,
+                           scripted ? std::string(script.substr(
+                                          std::min(script.size(), size_t(j.produced) * 8), 8))
+                                    : " t" + std::to_string(j.produced),
+                           -0.5f, false};
           ++j.produced;
           ++tokens_;
           j.text += t.text;
@@ -146,6 +161,10 @@ class FakeEngine : public Engine {
               u.finished = true;
               u.finish_status = FinishStatus::StopSequence;
             }
+          }
+          if (!u.finished && scripted && size_t(j.produced) * 8 >= script.size()) {
+            u.finished = true;
+            u.finish_status = FinishStatus::EosToken;
           }
           if (!u.finished && j.produced >= j.req.params.max_new_tokens) {
             u.finished = true;
