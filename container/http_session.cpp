@@ -15,6 +15,7 @@
 #include "container/http_rules.h"
 #include "container/lmi_schema.h"
 #include "container/routes.h"
+#include "plugin/json_bounds.h"
 
 namespace lmx::server {
 
@@ -187,7 +188,7 @@ void HttpSession::dispatch() {
   try {
     route(shared_from_this());
   } catch (const std::exception& e) {
-    spdlog::error("internal error answering {}: {}", path_, e.what());
+    spdlog::error("internal error answering {}: {}", json_bounds::clip(path_), e.what());
     if (in_request_ && !streaming_) respond(500, error_body(500, "internal server error"));
   }
 }

@@ -19,20 +19,25 @@ namespace {
 constexpr auto kMinBackoff = std::chrono::milliseconds(10);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
 constexpr auto kCapPoll = std::chrono::milliseconds(20);
+
+// Descriptors kept for everything but connections: model files, the plugin's libraries, logs.
+rlim_t reserve(rlim_t limit) { return 64 + limit / 8; }
+
 }  // namespace
 
 int connection_cap(int requested) {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return requested;
-  if (lim.rlim_cur < lim.rlim_max) {
+  // Raise the soft limit only as far as the connections and the reserve need (a huge limit
+  // slows programs that close every descriptor up to it).
+  rlim_t want = (static_cast<rlim_t>(requested) + 64) * 8 / 7 + 1;
+  if (lim.rlim_cur < want) {
     rlimit raised = lim;
-    raised.rlim_cur = lim.rlim_max;
+    raised.rlim_cur = std::min(want, lim.rlim_max);
     if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
   }
-  // Kept for everything but connections: model files, the plugin's libraries, logs, pipes.
   rlim_t soft = std::min<rlim_t>(lim.rlim_cur, 1 << 30);
-  rlim_t reserve = 64 + soft / 8;
-  int fit = soft > reserve ? static_cast<int>(soft - reserve) : 1;
+  int fit = soft > reserve(soft) ? static_cast<int>(soft - reserve(soft)) : 1;
   if (requested > fit) {
     spdlog::warn("--max-connections {} lowered to {}: the descriptor limit is {}", requested, fit,
                  static_cast<unsigned long long>(soft));

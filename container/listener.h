@@ -17,8 +17,8 @@
 
 namespace lmx::server {
 
-// Raises the soft descriptor limit to the hard one and returns `requested` lowered, if needed,
-// so that connections leave descriptors for the model, the plugin and the logs.
+// Raises the soft descriptor limit (up to the hard one) to fit `requested` connections plus a
+// reserve of 64 + 1/8 of the limit, and returns `requested`, lowered if the limit is too small.
 int connection_cap(int requested);
 
 class Listener : public std::enable_shared_from_this<Listener> {
