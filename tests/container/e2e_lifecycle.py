@@ -58,6 +58,26 @@ def main():
         status, _, _ = http_call("GET", s.url + "/ping")
         c.check(status == 200, "healthy after the disconnect")
 
+        # 1b. A list of 128 inputs whose client hangs up: every sequence is cancelled.
+        cancelled0 = metric(s.url, "lmx_cancelled_total") or 0
+        generated0 = metric(s.url, "lmx_generated_tokens_total") or 0
+        n, tokens = 128, 200
+        body = json.dumps({"inputs": [f"Once upon a time {i}" for i in range(n)],
+                           "parameters": {"max_new_tokens": tokens, "ignore_eos": True}})
+        sock = socket.create_connection(("127.0.0.1", s.port))
+        sock.sendall((f"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}"
+                      f"\r\n\r\n{body}").encode())
+        time.sleep(0.5)
+        sock.close()
+        deadline = time.time() + 15
+        while time.time() < deadline and \
+                (metric(s.url, "lmx_cancelled_total") or 0) < cancelled0 + n:
+            time.sleep(0.05)
+        c.check((metric(s.url, "lmx_cancelled_total") or 0) >= cancelled0 + n,
+                f"a list of {n}: every sequence cancelled on disconnect")
+        generated = (metric(s.url, "lmx_generated_tokens_total") or 0) - generated0
+        c.check(generated < n * tokens / 2, f"the list stopped early ({generated} tokens)")
+
         # 2. SIGTERM while a stream is in flight: it completes, then the server exits 0.
         result = {}
 
