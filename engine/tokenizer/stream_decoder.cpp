@@ -1,6 +1,9 @@
 // Incremental detokenization, the same algorithm as tokenizers' DecodeStream: decode a small
 // window (the last emitted token as context + the pending ones) and emit what it adds beyond the
-// context's own text, unless that ends in U+FFFD (a character still missing bytes).
+// context's own text, unless that ends in U+FFFD (a character still missing bytes). One addition:
+// a run of byte-fallback tokens (<0xNN>) is held until it ends, because the ByteFallback decoder
+// judges a run's UTF-8 as a whole: <0x48> alone decodes to "H", but <0x48><0xE7> to two U+FFFD,
+// so emitting "H" early broke concat(push) == decode(all) (found by the tokenizer_text fuzzer).
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lmx {
@@ -10,6 +13,12 @@ bool ends_with_replacement(const std::string& s) {
   return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
 }
 
+// "<0xNN>": a byte-fallback token of SentencePiece-style vocabularies.
+bool is_byte_token(const std::string& t) {
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
+  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && hex(t[3]) && hex(t[4]) && t[5] == '>';
+}
+
 }  // namespace
 
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
@@ -17,6 +26,7 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special_token
 
 std::string StreamDecoder::push(int32_t id) {
   ids_.push_back(id);
+  if (is_byte_token(tokenizer_.id_to_token(id))) return {};  // the run may still change
   std::string text = tokenizer_.decode(ids_, skip_special_);
   if (text.size() <= prefix_.size() || ends_with_replacement(text)) return {};
   // The window's text normally extends the context's; if a decoder rewrote it, emit the tail.

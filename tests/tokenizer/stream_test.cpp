@@ -35,6 +35,21 @@ TEST(StreamDecoder, ByteFallbackCharacterAppearsOnceWhole) {
   EXPECT_EQ(all, text);
 }
 
+// A run of byte-fallback tokens is judged as a whole by the decoder: an ASCII byte token followed
+// by a stray continuation byte decodes to replacement characters, not "H" + one (the fuzzer's
+// finding on stories260k: <0x48><0xE7>).
+TEST(StreamDecoder, ByteFallbackRunIsDecodedAsAWhole) {
+  const Tokenizer tok = Tokenizer::from_model_dir(std::string(LMX_SHARED_MODELS_DIR) + "/stories260k");
+  for (const std::vector<int32_t>& ids : std::vector<std::vector<int32_t>>{
+           {475, 75, 234}, {475, 75, 234, 476}, {75, 234}, {234, 75}, {75}, {424, 120, 493}}) {
+    StreamDecoder stream(tok, false);
+    std::string all;
+    for (int32_t id : ids) all += stream.push(id);
+    all += stream.finish();
+    EXPECT_EQ(all, tok.decode(ids)) << ::testing::PrintToString(ids);
+  }
+}
+
 TEST(StreamDecoder, SentencePieceLeadingSpaceKeptBetweenTokens) {
   const Tokenizer tok = load_named_tokenizer("llama2");
   const auto ids = tok.encode("Hello world again", true);
