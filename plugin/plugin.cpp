@@ -124,7 +124,10 @@ LMX_API lmx_status lmx_create(const char* model_dir, const char* overrides_json,
     auto handle = std::make_unique<lmx_handle>();
     handle->engine = lmx::Engine::create(config);
     handle->model_dir = model_dir;
-    handle->chat = lmx::plugin::load_chat_setup(config.model_path.string(), std::nullopt, "");
+    handle->chat = lmx::plugin::load_chat_setup(
+        config.model_path.string(),
+        config.chat_template.empty() ? std::nullopt : std::optional(config.chat_template),
+        config.tool_call_parser);
     *out_handle = handle.release();
     return LMX_STATUS_OK;
   });

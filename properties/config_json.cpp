@@ -28,6 +28,10 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.output_formatter") return to_string(c.output_formatter);
   if (key == "option.trust_remote_code") return c.trust_remote_code;
   if (key == "option.model_loading_timeout") return c.model_loading_timeout_s;
+  if (key == "option.chat_template")
+    return c.chat_template.empty() ? json() : json(c.chat_template);
+  if (key == "option.tool_call_parser")
+    return c.tool_call_parser.empty() ? json("auto") : json(c.tool_call_parser);
   if (key == "job_queue_size") return c.job_queue_size;
   if (key == "batch_size") return c.batch_size;
   if (key == "max_batch_delay") return c.max_batch_delay_ms;

@@ -56,6 +56,8 @@ const std::vector<std::string> kKnownKeys = {
     "option.output_formatter",
     "option.trust_remote_code",
     "option.model_loading_timeout",
+    "option.chat_template",
+    "option.tool_call_parser",
     "job_queue_size",
     "batch_size",
     "max_batch_delay",
@@ -184,6 +186,7 @@ class Resolver {
     resolve_batching();
     resolve_misc();
     resolve_model();
+    resolve_chat();
     resolve_leftovers();
     cfg_.warnings = warnings_;
   }
@@ -626,6 +629,27 @@ class Resolver {
       cfg_.unknown[v.key] = v.text;
       warnings_.push_back(fmt::format("unknown key {} (from {}) is ignored{}", v.key,
                                       v.source.describe(), suggestion_for(v.key)));
+    }
+  }
+
+  // option.chat_template: a template file overriding the model's (relative to the model
+  // directory); option.tool_call_parser: the format of tool calls in generated text.
+  void resolve_chat() {
+    if (const RawValue* t = take("option.chat_template")) {
+      fs::path p = trim(t->text);
+      if (p.is_relative()) p = cfg_.model_dir / p;
+      std::error_code ec;
+      if (!fs::is_regular_file(p, ec))
+        conflict("option.chat_template", t, fmt::format("{} is not a file", p.string()));
+      else
+        cfg_.chat_template = p.string();
+    }
+    if (const RawValue* t = take("option.tool_call_parser")) {
+      const std::string name = lower(trim(t->text));
+      if (name != "auto" && name != "hermes" && name != "llama3_json" && name != "mistral")
+        invalid(*t, "auto (from the chat template), hermes, llama3_json, mistral");
+      else
+        cfg_.tool_call_parser = name == "auto" ? "" : name;
     }
   }
 

@@ -51,6 +51,8 @@ struct ServingConfig {
   OutputFormatter output_formatter = OutputFormatter::Json;
   bool trust_remote_code = false;  // accepted; meaningless here (no Python, no remote code)
   int model_loading_timeout_s = 1800;
+  std::string chat_template;     // a template file overriding the model's ("" = the model's)
+  std::string tool_call_parser;  // hermes | llama3_json | mistral ("" = from the template)
 
   // Server (non-option) keys.
   int job_queue_size = 1000;

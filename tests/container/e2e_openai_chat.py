@@ -54,7 +54,7 @@ def main():
         with Server(a.server, a.fake_plugin, model) as s:
             rc |= run_mjs(s, "fake", modules)
         # A model without a chat template: chat is a 400 saying so; plain prompts still work.
-        c = Checks("e2e_openai_chat (no template)")
+        c = Checks("e2e_openai_chat (no template, option.chat_template)")
         with Server(a.server, a.fake_plugin, a.model_dir) as s:
             body = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
             for path in ("/v1/chat/completions", "/invocations"):
@@ -66,6 +66,18 @@ def main():
             code, _, out = http("POST", s.url + "/v1/completions",
                                 json.dumps({"prompt": "hi", "max_tokens": 2}))
             c.check(code == 200, f"completions still work: {code} {out}")
+        # option.chat_template (a file) and option.tool_call_parser give it one.
+        here = os.path.dirname(os.path.abspath(__file__))
+        overrides = {"option.chat_template": os.path.join(here, "chat_model", "chat_template.jinja"),
+                     "option.tool_call_parser": "hermes"}
+        with Server(a.server, a.fake_plugin, a.model_dir, overrides=overrides) as s:
+            tools = [{"type": "function", "function": {"name": "get_weather"}}]
+            body = json.dumps({"messages": [{"role": "user", "content": "EMIT_TOOL_CALL"}],
+                               "tools": tools, "max_tokens": 50})
+            code, _, out = http("POST", s.url + "/v1/chat/completions", body)
+            msg = json.loads(out)["choices"][0]["message"] if code == 200 else {}
+            c.check(msg.get("tool_calls", [{}])[0].get("function", {}).get("name") == "get_weather",
+                    f"option.chat_template + option.tool_call_parser: {code} {out}")
         print(f"{c.name}: {c.count - c.failed}/{c.count} checks passed", flush=True)
         rc |= 1 if c.failed else 0
     sys.exit(rc)

@@ -449,3 +449,26 @@ TEST(ServingConfig, JsonReportHasValueAndSourcePerKey) {
 }
 
 }  // namespace
+
+TEST(ServingConfig, ChatTemplateFileAndToolCallParser) {
+  TempModelDir dir("option.chat_template=chat.jinja\noption.tool_call_parser=Hermes\n");
+  dir.write("chat.jinja", "{{ messages }}");
+  const ServingConfig c = load(dir);
+  EXPECT_EQ(c.chat_template, (dir.path() / "chat.jinja").string());  // relative to the model dir
+  EXPECT_EQ(c.tool_call_parser, "hermes");
+  EXPECT_EQ(to_json(c)["settings"]["option.tool_call_parser"]["value"], "hermes");
+  TempModelDir plain("");
+  EXPECT_TRUE(load(plain).chat_template.empty());
+  EXPECT_EQ(to_json(load(plain))["settings"]["option.tool_call_parser"]["value"], "auto");
+  TempModelDir bad("option.chat_template=missing.jinja\noption.tool_call_parser=pythonic\n");
+  try {
+    load(bad);
+    FAIL() << "accepted";
+  } catch (const lmx::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("option.chat_template=missing.jinja"), std::string::npos) << m;
+    EXPECT_NE(m.find("is not a file"), std::string::npos) << m;
+    EXPECT_NE(m.find("auto (from the chat template), hermes, llama3_json, mistral"),
+              std::string::npos) << m;
+  }
+}
