@@ -94,7 +94,8 @@ using Clock = std::chrono::steady_clock;
 
 // A list of inputs runs as one stream per input, so that a client that goes away cancels
 // every one of them, as it does a single input. Answers `convert(finals)` (the final chunks, in
-// input order) once all are in, or the first failure.
+// input order) once all are in, or the first failure. `field` names the list in errors
+// ("inputs" for LMI, "prompt" for OpenAI).
 struct Batch {
   std::vector<std::weak_ptr<StreamJob>> jobs;
   json finals = json::array();
@@ -103,16 +104,16 @@ struct Batch {
 };
 
 void run_batch(const std::shared_ptr<HttpSession>& session, const json& request,
-               std::function<std::string(const json& finals)> convert) {
+               const std::string& field, std::function<std::string(const json& finals)> convert) {
   HttpSession& s = *session;
   const json& inputs = request["inputs"];
   if (inputs.empty()) {
-    return s.respond(400, error_body(400, "inputs: must not be an empty list", "inputs"));
+    return s.respond(400, error_body(400, field + ": must not be an empty list", field));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].is_string() || inputs[i].get_ref<const std::string&>().empty()) {
-      std::string field = "inputs[" + std::to_string(i) + "]";
-      return s.respond(400, error_body(400, field + ": must be a non-empty string", field));
+      std::string element = field + "[" + std::to_string(i) + "]";
+      return s.respond(400, error_body(400, element + ": must be a non-empty string", element));
     }
   }
   // More inputs than the queue holds could never be admitted, however often retried.
@@ -120,10 +121,10 @@ void run_batch(const std::shared_ptr<HttpSession>& session, const json& request,
   if (limit > 0 && static_cast<int64_t>(inputs.size()) > limit) {
     return s.respond(413,
                      error_body(413,
-                                "inputs: " + std::to_string(inputs.size()) +
+                                field + ": " + std::to_string(inputs.size()) +
                                     " inputs exceed job_queue_size (" + std::to_string(limit) +
                                     "); send at most " + std::to_string(limit) + " per request",
-                                "inputs"));
+                                field));
   }
   auto batch = std::make_shared<Batch>();
   batch->finals = json::array();
@@ -192,7 +193,7 @@ void handle_lmi(const std::shared_ptr<HttpSession>& session, bool force_stream, 
   std::string request_json = dump_json(shape.body);
   if (shape.batched) {
     bool details = shape.details;
-    return run_batch(session, shape.body, [details](const json& finals) {
+    return run_batch(session, shape.body, "inputs", [details](const json& finals) {
       json out = json::array();
       for (const auto& f : finals) out.push_back(lmi_response_from_final(f, details));
       return dump_json(out);
@@ -266,9 +267,10 @@ void handle_openai(const std::shared_ptr<HttpSession>& session) {
       req.lmi["inputs"].is_array() ? req.lmi["inputs"] : json::array({req.lmi["inputs"]});
   bool echo = req.echo;
   if (req.lmi["inputs"].is_array()) {
-    return run_batch(session, req.lmi, [id, created, model, echo, prompts](const json& finals) {
-      return dump_json(completion_response(id, created, model, finals, echo, prompts));
-    });
+    return run_batch(
+        session, req.lmi, "prompt", [id, created, model, echo, prompts](const json& finals) {
+          return dump_json(completion_response(id, created, model, finals, echo, prompts));
+        });
   }
   json lmi = req.lmi;
   std::string request_json = dump_json(lmi);

@@ -426,8 +426,11 @@ def batches(c, s):
             "20" in j["error"], f"21 inputs over job_queue_size 20: {st} {resp}")
     st, _, resp = http("POST", s.url + "/v1/completions",
                        json.dumps({"prompt": ["x"] * 21, "max_tokens": 1}))
-    c.check(st == 413 and "job_queue_size" in json.loads(resp)["error"],
-            f"OpenAI 21 prompts: {st} {resp}")
+    c.check(st == 413 and "job_queue_size" in json.loads(resp)["error"] and
+            json.loads(resp)["field"] == "prompt", f"OpenAI 21 prompts: {st} {resp}")
+    st, _, resp = http("POST", s.url + "/v1/completions",
+                       json.dumps({"prompt": ["x", 7], "max_tokens": 1}))
+    c.check(st == 400 and json.loads(resp)["field"] == "prompt[1]", f"prompt[1] named: {resp}")
     st, _, resp = http("POST", s.url + "/invocations", lmi(["x", "y z", "w"], max_new_tokens=3,
                                                             details=True))
     j = json.loads(resp) if st == 200 else []
