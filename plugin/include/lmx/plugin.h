@@ -19,6 +19,12 @@
  *                   "do_sample": false, "repetition_penalty": 1.0, "stop_sequences": ["..."],
  *                   "seed": 0, "details": false, "return_full_text": false},
  *    "stream": false}            (ignored by lmx_predict; the host picks the call)
+ * Chat request: {"messages": [{"role", "content"}, ...], "tools"?: [...], "documents"?: [...],
+ *   "chat_template_kwargs"?: {...}, "parameters"?: {...}, "stream"?: false}: the messages are
+ *   rendered with the model's chat template (add_generation_prompt on) and the text is tokenized
+ *   without adding special tokens; "details.inputs" is the rendered prompt. No template or a
+ *   template error (its raise_exception message verbatim) is LMX_STATUS_INVALID_REQUEST with
+ *   field "messages". lmx_health's "config" names "chat_template" and "tool_call_parser".
  * Response JSON of lmx_predict: {"generated_text": "...", "details": {"finish_reason":
  *   "length|eos_token|stop_sequence", "generated_tokens": n, "inputs": "...", "prompt_tokens": n,
  *   "tokens": [{"id", "text", "log_prob", "special"}]}}  ("details" only when requested); a list
