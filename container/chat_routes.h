@@ -9,6 +9,13 @@ namespace lmx::server {
 
 class HttpSession;
 
+struct OpenAiRequest;
+
 void handle_chat(const std::shared_ptr<HttpSession>& session);
+
+// /v1/completions of one prompt with n choices or logprobs, answered as text_completion objects
+// by the same machinery.
+void handle_completion_choices(const std::shared_ptr<HttpSession>& session,
+                               const OpenAiRequest& req);
 
 }  // namespace lmx::server

@@ -257,6 +257,7 @@ void handle_openai(const std::shared_ptr<HttpSession>& session) {
                                          "'; this server serves '" + name + "'",
                                      "model"));
   }
+  if (req.n > 1 || req.logprobs) return handle_completion_choices(session, req);
   std::string model = name;
   int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch())

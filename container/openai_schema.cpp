@@ -65,7 +65,12 @@ OpenAiRequest parse_openai_request(const std::string& body) {
     } else if (key == "frequency_penalty" || key == "presence_penalty") {
       require_number(v, key.c_str());
       if (v.get<double>() != 0) throw BadRequest(key, key + ": only 0 is supported");
-    } else if (key == "n" || key == "best_of") {
+    } else if (key == "n") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 16)
+        throw BadRequest("n", "n: must be an integer from 1 to 16");
+      r.n = v.get<int>();
+    } else if (key == "best_of") {
+      // Choosing the best of several needs their summed logprobs ranked: not done (yet).
       if (v != 1) throw BadRequest(key, key + ": only 1 is supported");
     } else if (key == "stream") {
       if (!v.is_boolean()) throw BadRequest("stream", "stream: must be true or false");
@@ -74,11 +79,22 @@ OpenAiRequest parse_openai_request(const std::string& body) {
       if (!v.is_boolean()) throw BadRequest("echo", "echo: must be true or false");
       r.echo = v.get<bool>();
     } else if (key == "logprobs") {
-      if (!(v.is_number_integer() && v.get<int64_t>() == 0) &&
-          !(v.is_boolean() && !v.get<bool>())) {
-        throw BadRequest("logprobs", "logprobs: not supported (use 0 or null)");
+      if (v.is_boolean() && !v.get<bool>()) continue;
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 5)
+        throw BadRequest("logprobs", "logprobs: must be an integer from 0 to 5 or null");
+      if (v.get<int64_t>() > 0)
+        throw BadRequest("logprobs", "logprobs: only 0 (the chosen tokens' logprobs) is supported: "
+                                     "the engine does not return alternatives");
+      r.logprobs = true;
+    } else if (key == "stream_options") {
+      if (!v.is_object()) throw BadRequest(key, "stream_options: must be an object");
+      if (auto u = v.find("include_usage"); u != v.end() && !u->is_null()) {
+        if (!u->is_boolean())
+          throw BadRequest("stream_options.include_usage",
+                           "stream_options.include_usage: must be true or false");
+        r.include_usage = u->get<bool>();
       }
-    } else if (key == "user" || key == "suffix" || key == "logit_bias" || key == "stream_options") {
+    } else if (key == "user" || key == "suffix" || key == "logit_bias") {
       // Accepted and ignored, as OpenAI-compatible servers commonly do.
     } else {
       std::string name = json_bounds::clip(key);
@@ -87,6 +103,11 @@ OpenAiRequest parse_openai_request(const std::string& body) {
   }
   if (r.stream && r.lmi["inputs"].is_array()) {
     throw BadRequest("prompt", "prompt: streaming takes one prompt");
+  }
+  if (r.lmi["inputs"].is_array() && (r.n > 1 || r.logprobs)) {
+    throw BadRequest(r.n > 1 ? "n" : "logprobs",
+                     std::string(r.n > 1 ? "n" : "logprobs") +
+                         ": takes one prompt per request, not a list");
   }
   r.lmi["parameters"] = params;
   return r;

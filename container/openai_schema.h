@@ -14,6 +14,9 @@ struct OpenAiRequest {
   bool batched = false;  // "prompt" was a list
   bool echo = false;
   std::string model;
+  int n = 1;                   // choices per prompt (one generation each, seed + i)
+  bool logprobs = false;       // "logprobs": 0 -> the chosen tokens' logprobs
+  bool include_usage = false;  // stream_options.include_usage
 };
 
 // Throws BadRequest naming the OpenAI field ("prompt", "max_tokens", "n", ...).

@@ -6,6 +6,7 @@
 
 #include "container/chat_schema.h"
 #include "container/lmi_schema.h"
+#include "container/openai_schema.h"
 
 namespace lmx::server {
 namespace {
@@ -127,6 +128,41 @@ TEST(ChatSchema, ResponsePieces) {
   EXPECT_EQ(e["bytes"], json::array({104, 195, 169}));
   EXPECT_EQ(e["top_logprobs"], json::array());
   EXPECT_EQ(usage_json(3, 4)["total_tokens"], 7);
+}
+
+}  // namespace
+}  // namespace lmx::server
+
+namespace lmx::server {
+namespace {
+
+std::string completion_field_of(const std::string& body) {
+  try {
+    parse_openai_request(body);
+  } catch (const BadRequest& e) {
+    return e.field;
+  }
+  return "(accepted)";
+}
+
+TEST(CompletionSchema, NLogprobsAndUsageOption) {
+  OpenAiRequest r = parse_openai_request(
+      R"({"prompt": "a", "n": 3, "logprobs": 0, "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(r.n, 3);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_TRUE(r.include_usage);
+  r = parse_openai_request(R"({"prompt": "a", "logprobs": null})");
+  EXPECT_FALSE(r.logprobs);
+  EXPECT_EQ(r.n, 1);
+  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "n": 0})"), "n");
+  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "n": 17})"), "n");
+  EXPECT_EQ(completion_field_of(R"({"prompt": ["a", "b"], "n": 2})"), "n");
+  EXPECT_EQ(completion_field_of(R"({"prompt": ["a", "b"], "logprobs": 0})"), "logprobs");
+  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "logprobs": 1})"), "logprobs");
+  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "logprobs": "x"})"), "logprobs");
+  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "best_of": 2})"), "best_of");
+  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "stream_options": {"include_usage": 1}})"),
+            "stream_options.include_usage");
 }
 
 }  // namespace
