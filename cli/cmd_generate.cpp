@@ -2,7 +2,7 @@
 //              [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P --seed S]
 //              [--repetition-penalty R] [--ignore-eos] [--json] [--dump-logits]
 //              [--tensor-parallel-degree N]   (cpu: ranks as threads, or one a process under mpirun)
-//              [--quantize dynamic_int8 [--quantize-group-size N]]   (int8 weights; cpu for now)
+//              [--quantize dynamic_int8|smoothquant ...]   (int8 weights; cpu for now)
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "                    --top-k K --top-p P"
     " --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
     "                    [--dump-logits] [--verbose] [--tensor-parallel-degree N]\n"
-    "                    [--quantize dynamic_int8 [--quantize-group-size N]]\n"
+    "                    [--quantize dynamic_int8|smoothquant ...] (see below)\n"
     "  sampling without --seed uses a random seed\n"
     "  --dump-logits adds last_prompt_logits and step_logits (the fp32 logits of the next 4\n"
     "  draws: entry i chose generated token i + 1) to the --json output\n"
@@ -70,12 +70,13 @@ int run_generate(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(kQuantUsage, stdout);
       return 0;
     }
   const Args args(argc, argv,
-                  {"--model", "--prompt", "--prompt-ids", "--max-new-tokens", "--device", "--dtype",
+                  with_quant_flags({"--model", "--prompt", "--prompt-ids", "--max-new-tokens", "--device", "--dtype",
                    "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty",
-                   "--tensor-parallel-degree", kQuantizeFlag, kQuantizeGroupFlag},
+                   "--tensor-parallel-degree"}),
                   {"--greedy", "--ignore-eos", "--json", "--dump-logits", "--verbose"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   const std::string model_dir = args.require("--model");
@@ -100,7 +101,7 @@ int run_generate(int argc, char** argv) {
   request.params.return_prompt_logits = args.has("--dump-logits");
   if (args.has("--dump-logits")) request.params.return_step_logits = kDumpedDecodeSteps;
 
-  const LoadedModel model = load_model(model_dir, quant_from_args(args));
+  const LoadedModel model = load_quantized(model_dir, quant_from_args(args));
   const int block_size = 16;
   const int tokens = int(request.prompt.size()) + request.params.max_new_tokens;
   const int blocks = (tokens + block_size - 1) / block_size;

@@ -1,7 +1,8 @@
 // lmx perplexity --model DIR --file TEXT [--device cpu|cuda] [--dtype fp16|bf16|fp32]
-//                [--quantize dynamic_int8 [--quantize-group-size N]] [--json] [--verbose]
+//                [--quantize dynamic_int8 [--quantize-group-size N] |
+//                 --quantize smoothquant [--smoothquant-alpha A]] [--json] [--verbose]
 // The perplexity of a model on a text (protocol in perplexity.h and docs/quantization.md): how
-// the quality of dynamic_int8 is measured against the full-precision model.
+// the quality of dynamic_int8 and smoothquant is measured against the full-precision model.
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,14 +29,11 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: lmx perplexity --model DIR --file TEXT [--device cpu|cuda [--dtype fp16|bf16|fp32]]\n"
-    "                      [--quantize dynamic_int8 [--quantize-group-size N]] [--json]\n"
-    "                      [--verbose]\n"
+    "                      [--quantize dynamic_int8|smoothquant ...] [--json] [--verbose]\n"
     "  splits TEXT into paragraphs at blank lines, encodes each with the tokenizer's special\n"
     "  tokens (BOS), truncates it to the model's context and sums the negative log-likelihood\n"
     "  (natural log) of every predicted token; prints paragraphs, tokens, nll and\n"
-    "  ppl = exp(nll / tokens). --json prints {\"paragraphs\", \"tokens\", \"nll\", \"ppl\"}.\n"
-    "  --quantize dynamic_int8 quantizes every projection to int8 at load (per output channel,\n"
-    "  or per N input columns with --quantize-group-size N; device cpu only for now)\n";
+    "  ppl = exp(nll / tokens). --json prints {\"paragraphs\", \"tokens\", \"nll\", \"ppl\"}.\n";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -61,10 +59,11 @@ int run_perplexity(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(kQuantUsage, stdout);
       return 0;
     }
   const Args args(argc, argv,
-                  {"--model", "--file", "--device", "--dtype", kQuantizeFlag, kQuantizeGroupFlag},
+                  with_quant_flags({"--model", "--file", "--device", "--dtype"}),
                   {"--json", "--verbose"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   const std::string model_dir = args.require("--model");
@@ -72,7 +71,7 @@ int run_perplexity(int argc, char** argv) {
   if (device != "cpu" && device != "cuda") throw_error("--device must be cpu or cuda, got '{}'", device);
   if (args.has("--dtype") && device == "cpu")
     throw_error("--dtype applies to --device cuda; the CPU backend computes in fp32");
-  const LinearQuant quant = quant_from_args(args);
+  const QuantChoice quant = quant_from_args(args);
 
   const std::vector<std::string> paragraphs = split_paragraphs(read_text(args.require("--file")));
   if (paragraphs.empty())
@@ -83,7 +82,7 @@ int run_perplexity(int argc, char** argv) {
   } catch (const Error& e) {
     throw_error("perplexity encodes text with the model's tokenizer: {}", e.what());
   }
-  const LoadedModel model = load_model(model_dir, quant);
+  const LoadedModel model = load_quantized(model_dir, quant);
   const size_t context = size_t(model.desc.max_position_embeddings);
   std::vector<std::vector<int32_t>> ids;
   size_t longest = 1, truncated = 0;

@@ -7,18 +7,44 @@
 
 namespace lmx::cli {
 
-LinearQuant quant_from_args(const Args& args) {
+std::set<std::string> with_quant_flags(std::set<std::string> flags) {
+  flags.insert({kQuantizeFlag, kQuantizeGroupFlag, kAlphaFlag, kCalibrationFileFlag,
+                kCalibrationSamplesFlag});
+  return flags;
+}
+
+QuantChoice quant_from_args(const Args& args) {
   const std::string method = args.get(kQuantizeFlag).value_or("none");
   const auto group = args.get_int(kQuantizeGroupFlag);
-  if (method == "none") {
-    if (group) throw_error("{} applies to {} dynamic_int8", kQuantizeGroupFlag, kQuantizeFlag);
-    return {};
+  if (method != "dynamic_int8" && group)
+    throw_error("{} applies to {} dynamic_int8", kQuantizeGroupFlag, kQuantizeFlag);
+  if (method != "smoothquant")
+    for (const char* f : {kAlphaFlag, kCalibrationFileFlag, kCalibrationSamplesFlag})
+      if (args.has(f)) throw_error("{} applies to {} smoothquant", f, kQuantizeFlag);
+  if (method == "none") return {};
+  if (method == "dynamic_int8") {
+    if (group && (*group < 1 || *group > INT_MAX))
+      throw_error("{} {} is out of range", kQuantizeGroupFlag, *group);
+    return {dynamic_int8(group ? std::optional<int>(int(*group)) : std::nullopt), std::nullopt};
   }
-  if (method != "dynamic_int8")
-    throw_error("{} must be dynamic_int8 or none, got '{}'", kQuantizeFlag, method);
-  if (group && (*group < 1 || *group > INT_MAX))
-    throw_error("{} {} is out of range", kQuantizeGroupFlag, *group);
-  return dynamic_int8(group ? std::optional<int>(int(*group)) : std::nullopt);
+  if (method != "smoothquant")
+    throw_error("{} must be dynamic_int8, smoothquant or none, got '{}'", kQuantizeFlag, method);
+  smoothquant::Settings s;
+  if (const auto a = args.get_double(kAlphaFlag)) {
+    if (!(*a >= 0.0 && *a <= 1.0))
+      throw_error("{} must be a number from 0 to 1, got {}", kAlphaFlag, *args.get(kAlphaFlag));
+    s.alpha = *a;
+  }
+  s.calibration_file = args.get(kCalibrationFileFlag).value_or("");
+  if (const auto n = args.get_int(kCalibrationSamplesFlag)) {
+    smoothquant::check_samples(*n, kCalibrationSamplesFlag);
+    s.samples = int(*n);
+  }
+  return {{}, s};
+}
+
+LoadedModel load_quantized(const std::string& model_dir, const QuantChoice& q) {
+  return smoothquant::load_quantized_model(model_dir, q.quant, q.smoothquant);
 }
 
 }  // namespace lmx::cli

@@ -19,6 +19,10 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
     return c.quantize_group_size ? json(*c.quantize_group_size) : json();
   if (key == "option.smoothquant_alpha")
     return c.smoothquant_alpha ? json(*c.smoothquant_alpha) : json();
+  if (key == "option.smoothquant_calibration_file")
+    return c.smoothquant_calibration_file.empty() ? json("built in")
+                                                  : json(c.smoothquant_calibration_file);
+  if (key == "option.smoothquant_calibration_samples") return c.smoothquant_calibration_samples;
   if (key == "option.rolling_batch") return to_string(c.rolling_batch);
   if (key == "option.max_rolling_batch_size") return c.max_rolling_batch_size;
   if (key == "option.max_rolling_batch_prefill_tokens") return c.max_rolling_batch_prefill_tokens;
@@ -47,7 +51,7 @@ std::string why_no_effect(const ServingConfig& c, const std::string& key) {
   if (key == "option.revision")
     return "no downloads: the model is read from the local directory as it is";
   if (key == "option.trust_remote_code") return "LMX runs no Python and no remote code";
-  if (key == "option.smoothquant_alpha" && c.quantize != Quantize::SmoothQuant)
+  if (key.starts_with("option.smoothquant_") && c.quantize != Quantize::SmoothQuant)
     return "only used with option.quantize=smoothquant";
   if (key == "option.quantize_group_size" && c.quantize != Quantize::DynamicInt8)
     return "only used with option.quantize=dynamic_int8";

@@ -10,7 +10,7 @@ EngineCapabilities EngineCapabilities::cpu_only() {
   c.cuda_graphs = false;
   c.max_tensor_parallel_degree = 1;  // NCCL tensor parallelism on CUDA: not yet
   c.cpu_tensor_parallel = true;      // the CPU reference's ranks as threads
-  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8}}};  // smoothquant: not yet
+  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant}}};  // cuda: not yet
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};
   return c;

@@ -47,6 +47,8 @@ const std::vector<std::string> kKnownKeys = {
     "option.quantize",
     "option.quantize_group_size",
     "option.smoothquant_alpha",
+    "option.smoothquant_calibration_file",
+    "option.smoothquant_calibration_samples",
     "option.rolling_batch",
     "option.max_rolling_batch_size",
     "option.max_rolling_batch_prefill_tokens",
@@ -456,17 +458,52 @@ class Resolver {
         unsupported(*asked, quantize_support());
     }
     resolve_group_size();
+    resolve_smoothquant();
+  }
+
+  // option.smoothquant_*: the alpha (unset: searched per layer), the calibration text (unset: the
+  // one built into LMX; relative to the model directory) and how many samples of it calibrate.
+  void resolve_smoothquant() {
+    const auto only_smoothquant = [&](const std::string& key, const RawValue* v) {
+      if (!failed("option.quantize") && cfg_.quantize != Quantize::SmoothQuant)
+        conflict(key, v, "only used with option.quantize=smoothquant");
+    };
     const std::string akey = "option.smoothquant_alpha";
-    const RawValue* a = take(akey);
-    if (a == nullptr) {
+    if (const RawValue* a = take(akey)) {
+      const auto x = parse_number(trim(a->text));
+      if (!x || *x < 0.0 || *x > 1.0) {
+        invalid(*a, "a number from 0 to 1");
+      } else {
+        cfg_.smoothquant_alpha = *x;
+        only_smoothquant(akey, a);
+      }
+    } else {
       note(akey, "unset: searched during calibration");
-      return;
     }
-    const auto x = parse_number(trim(a->text));
-    if (!x || *x < 0.0 || *x > 1.0) return invalid(*a, "a number from 0 to 1");
-    cfg_.smoothquant_alpha = *x;
-    if (!failed("option.quantize") && cfg_.quantize != Quantize::SmoothQuant)
-      conflict(akey, a, "only used with option.quantize=smoothquant");
+    const std::string fkey = "option.smoothquant_calibration_file";
+    if (const RawValue* f = take(fkey)) {
+      fs::path p = trim(f->text);
+      if (p.is_relative()) p = cfg_.model_dir / p;
+      std::error_code ec;
+      if (!fs::is_regular_file(p, ec)) {
+        invalid(*f, fmt::format("a text file ({} is not a file)", p.string()));
+      } else {
+        cfg_.smoothquant_calibration_file = p.string();
+        only_smoothquant(fkey, f);
+      }
+    } else if (cfg_.quantize == Quantize::SmoothQuant) {
+      note(fkey, "unset: the calibration text built into LMX (smoothquant/calibration.txt)");
+    }
+    const std::string nkey = "option.smoothquant_calibration_samples";
+    if (const RawValue* n = take(nkey)) {
+      const auto v = parse_integer(trim(n->text));
+      if (!v || *v < 1 || *v > 1000000) {
+        invalid(*n, "an integer from 1 to 1000000");
+      } else {
+        cfg_.smoothquant_calibration_samples = int(*v);
+        only_smoothquant(nkey, n);
+      }
+    }
   }
 
   // option.quantize_group_size: dynamic_int8's input columns per scale; whether it divides each

@@ -42,6 +42,8 @@ struct ServingConfig {
   Quantize quantize = Quantize::None;  // option.dtype=int8 sets dynamic_int8 (LMI's spelling)
   std::optional<int> quantize_group_size;  // dynamic_int8: unset = per output channel
   std::optional<double> smoothquant_alpha;  // unset: searched during calibration
+  std::string smoothquant_calibration_file;  // "" = the text built into LMX
+  int smoothquant_calibration_samples = 128;  // windows of up to 512 tokens of that text
   RollingBatch rolling_batch = RollingBatch::Auto;
   int max_rolling_batch_size = 256;
   int max_rolling_batch_prefill_tokens = 4096;

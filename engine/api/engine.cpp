@@ -32,6 +32,7 @@
 #include "engine/serving/stop_sequences.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "properties/serving_config.h"
+#include "smoothquant/smoothquant.h"
 
 namespace lmx {
 namespace {
@@ -143,7 +144,9 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(const properties::ServingConfig& config, int replica)
       : config_(config),
-        model_(load_model(config.model_path, linear_quant(config.quantize, config.quantize_group_size))),
+        model_(smoothquant::load_quantized_model(
+            config.model_path, linear_quant(config.quantize, config.quantize_group_size),
+            smoothquant::settings_from(config))),
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
         backend_(make_backend(config, model_, replica)),
         kv_cache_dtype_(backend_->kv_cache_dtype_name()),

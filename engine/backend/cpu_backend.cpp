@@ -16,6 +16,7 @@
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
 #include "quant/int8.h"
+#include "quant/w8a8.h"
 
 namespace lmx {
 namespace {
@@ -39,16 +40,42 @@ quant::W8A16Weights int8_view(const CpuLinear& L) {
           int(L.quant.group_for(L.in))};
 }
 
-// option.quantize=dynamic_int8: a projection the description marks (engine/model/
-// quantization.h) is quantized from its fp32 copy as soon as it is materialized, and the copy
-// freed, so loading holds one projection in fp32 at a time. Under tensor parallelism each rank
-// quantizes its own slice (per-channel scales then span the rank's columns of a row-parallel
-// projection). A tied head (empty weight here) is done by quantize_tied_head.
+// A W8A8 projection's view (quant/w8a8.h): int8 [out, in], fp32 scales [out].
+quant::W8A8Weights w8a8_view(const CpuLinear& L) {
+  return {L.q.values.data(), L.q.scales.data(), ptr_or_null(L.bias), int(L.out), int(L.in)};
+}
+
+// smoothquant: W [out, in] <- W diag(s), so that (x diag(1/s)) (W diag(s))^T = x W^T; the 1/s
+// goes into the preceding norm (fold_smoothing_into_norms) or, kept here, onto the activations.
+void smooth_weight(CpuLinear& L, const std::string& what) {
+  const std::vector<float>& s = *L.quant.smooth;
+  if (int64_t(s.size()) != L.in)
+    throw_error("{}: {} smoothing factors for {} input columns", what, s.size(), L.in);
+  for (int64_t o = 0; o < L.out; ++o)
+    for (int64_t k = 0; k < L.in; ++k) L.weight[size_t(o * L.in + k)] *= s[size_t(k)];
+  if (!L.quant.smooth_in_norm) {
+    L.q.inv_smooth.resize(s.size());
+    for (size_t k = 0; k < s.size(); ++k) L.q.inv_smooth[k] = 1.0f / s[k];
+  }
+}
+
+// option.quantize=dynamic_int8 / smoothquant: a projection the description marks (engine/model/
+// quantization.h, smoothquant/) is quantized from its fp32 copy as soon as it is materialized
+// (smoothed first for W8A8), and the copy freed, so loading holds one projection in fp32 at a
+// time. Under tensor parallelism each rank quantizes its own slice (per-channel scales then span
+// the rank's columns of a row-parallel projection). A tied head (empty weight here) is done by
+// quantize_tied_head.
 void quantize_linear(CpuLinear& L, const std::string& label, TensorParallelRank tp) {
-  if (!L.quant.quantized() || L.weight.empty()) return;
+  if (L.weight.empty()) return;
   const std::string what =
       tp.ranks > 1 ? fmt::format("{} (tensor-parallel rank {} of {})", label, tp.rank, tp.ranks)
                    : label;
+  // Smoothing alone (kind None) is exact in fp32: how the tests check the folding.
+  if (L.quant.smooth) smooth_weight(L, what);
+  if (!L.quant.quantized()) return;
+  if (L.quant.kind == QuantKind::W8A8 && L.in > quant::kW8A8MaxIn)
+    throw_error("{}: {} input columns would overflow W8A8's int32 sums (at most {})", what, L.in,
+                quant::kW8A8MaxIn);
   const int64_t group = L.quant.group_for(L.in);
   quant::check_int8_shape(what.c_str(), L.out, L.in, group);
   L.q.values.resize(size_t(L.out * L.in));
@@ -66,15 +93,38 @@ void quantize_tied_head(ModelWeights<Buffer>& w, TensorParallelRank tp) {
   quantize_linear(w.lm_head, "lm_head", tp);
 }
 
+// norm(x) diag(1/s) = norm with weight / s and bias / s: the exact fold of a projection's
+// smoothing (smooth_in_norm) into the norm that produces its input. Projections that share an
+// input (a shared block norm) share one s, folded once.
+void fold_smoothing_into_norms(ModelWeights<Buffer>& w, bool shared_block_norm) {
+  const auto fold = [](Norm<Buffer>& n, const CpuLinear& L) {
+    if (!L.quant.smooth || !L.quant.smooth_in_norm) return;
+    const std::vector<float>& s = *L.quant.smooth;
+    for (size_t j = 0; j < s.size(); ++j) {
+      n.weight[j] /= s[j];
+      if (!n.bias.empty()) n.bias[j] /= s[j];
+    }
+  };
+  for (LayerWeights<Buffer>& l : w.layers) {
+    fold(l.attn_norm, l.qkv);
+    if (!shared_block_norm)
+      fold(l.mlp_norm, l.up);
+    else if (l.up.quant.smooth != l.qkv.quant.smooth && l.up.quant.smooth_in_norm)
+      throw_error("a shared block norm feeds qkv and up: their smoothing must be one vector");
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
   // With a communicator the backend is one tensor-parallel rank: it holds and computes its slice
   // (engine/model/shard.h) and meets the other ranks in an all-reduce after each row-parallel
   // projection and an all-gather of the vocabulary-parallel logits.
-  CpuBackend(const LoadedModel& model, const KvCacheShape& kv, Communicator* comm)
+  CpuBackend(const LoadedModel& model, const KvCacheShape& kv, Communicator* comm,
+             ActivationObserver* observer = nullptr)
       : desc_(model.desc),
         kv_(kv),
         comm_(comm),
+        observer_(observer),
         tp_{comm ? comm->rank() : 0, comm ? comm->size() : 1},
         local_(rank_desc(desc_, tp_)) {
     if (model.random_seed)
@@ -91,6 +141,7 @@ class CpuBackend final : public Backend {
                                quantize_linear(L, label, tp_);
                              });
     quantize_tied_head(w_, tp_);
+    fold_smoothing_into_norms(w_, desc_.shared_block_norm);
     if (desc_.positions == PositionKind::Rotary) inv_freq_ = rope_inv_freq(desc_.rope);
     if (desc_.positions == PositionKind::Alibi) {  // this rank's heads' slopes
       const auto slopes = alibi_slopes(desc_.num_heads);
@@ -199,13 +250,32 @@ class CpuBackend final : public Backend {
     return w_.position_embed.data() + size_t(desc_.position_offset) * desc_.hidden_size;
   }
 
-  // y [rows, out] = x [rows, in] · W^T + b, fp32 or W8A16 (dequant(W), fp32 accumulation) as
-  // the Linear is stored.
+  // y [rows, out] = x [rows, in] · W^T + b, as the Linear is stored: fp32, W8A16 (dequant(W),
+  // fp32 accumulation) or W8A8 (per-token int8 activations, int32 sums, scaled back to fp32).
   void linear(const CpuLinear& L, const float* x, float* y, int rows) const {
-    if (L.quant.quantized())
-      quant::cpu::w8a16_linear(x, int8_view(L), y, rows);
-    else
-      k::linear(x, view(L), y, rows);
+    switch (L.quant.kind) {
+      case QuantKind::None:
+        if (!L.q.inv_smooth.empty()) return smoothed_linear(L, x, y, rows);
+        return k::linear(x, view(L), y, rows);
+      case QuantKind::W8A16PerChannel:
+      case QuantKind::W8A16Grouped:
+        return quant::cpu::w8a16_linear(x, int8_view(L), y, rows);
+      case QuantKind::W8A8:
+        return quant::cpu::w8a8_linear(x, w8a8_view(L), y, rows, ptr_or_null(L.q.inv_smooth));
+    }
+  }
+
+  // An fp32 projection with an explicit smoothing: (x diag(1/s)) (W diag(s))^T. Only tests ask
+  // for it (smoothing without quantization), so the scaled copy of x is not worth a scratch.
+  static void smoothed_linear(const CpuLinear& L, const float* x, float* y, int rows) {
+    std::vector<float> scaled(x, x + int64_t(rows) * L.in);
+    for (size_t i = 0; i < scaled.size(); ++i) scaled[i] *= L.q.inv_smooth[i % size_t(L.in)];
+    k::linear(scaled.data(), view(L), y, rows);
+  }
+
+  // Shows an observer (calibration) the input x [rows, in] of layer l's projection `slot`.
+  void observe(int l, LinearSlot slot, const float* x, int rows, int64_t in) const {
+    if (observer_) observer_->observe(l, slot, x, rows, int(in));
   }
 
   // logits [rows, lm_head.out] = LM head (x [rows, embed_dim]): its weight may be the tied
@@ -238,7 +308,7 @@ class CpuBackend final : public Backend {
       attention_block(L, l, x_.data(), delta_.data(), T);
       add(x_, delta_.data());
       norm(L.attn_norm, x_.data(), x_.data(), T);
-      mlp_block(L, x_.data(), delta_.data(), T);
+      mlp_block(L, l, x_.data(), delta_.data(), T);
       add(x_, delta_.data());
       norm(mlp_norm, x_.data(), x_.data(), T);
     } else if (desc_.parallel_residual) {  // x = x + attn(norm1(x)) + mlp(norm2(x))
@@ -246,7 +316,7 @@ class CpuBackend final : public Backend {
       attention_block(L, l, h_.data(), delta_.data(), T);
       if (!desc_.shared_block_norm) norm(mlp_norm, x_.data(), h_.data(), T);
       add(x_, delta_.data());
-      mlp_block(L, h_.data(), delta_.data(), T);
+      mlp_block(L, l, h_.data(), delta_.data(), T);
       add(x_, delta_.data());
     } else {  // x = r + block(norm(x)), r = x or (residual_from_norm) norm(x)
       for (const bool attention : {true, false}) {
@@ -254,7 +324,7 @@ class CpuBackend final : public Backend {
         if (attention)
           attention_block(L, l, h_.data(), delta_.data(), T);
         else
-          mlp_block(L, h_.data(), delta_.data(), T);
+          mlp_block(L, l, h_.data(), delta_.data(), T);
         if (desc_.residual_from_norm) x_ = h_;
         add(x_, delta_.data());
       }
@@ -273,6 +343,7 @@ class CpuBackend final : public Backend {
     const int QKV = local_.qkv_size(), Q = local_.q_size();
     qkv_.resize(size_t(T) * QKV);
     attn_.resize(size_t(T) * Q);
+    observe(l, LinearSlot::Qkv, in, T, L.qkv.in);
     linear(L.qkv, in, qkv_.data(), T);
     float* q = qkv_.data();
     float* kk = q + Q;
@@ -291,20 +362,23 @@ class CpuBackend final : public Backend {
                        attn_.data(), T, local_.num_heads, desc_.attention_scale(),
                        alibi_.empty() ? nullptr : alibi_.data(), desc_.sliding_window[size_t(l)],
                        layout_);
+    observe(l, LinearSlot::O, attn_.data(), T, L.o.in);
     row_parallel(L.o, attn_.data(), out, T);
   }
 
   // out [T, hidden] = down(act(up(in))), gated or plain (the rank's slice of the intermediate
   // rows, down summed over the ranks).
-  void mlp_block(const LayerWeights<Buffer>& L, const float* in, float* out, int T) {
+  void mlp_block(const LayerWeights<Buffer>& L, int l, const float* in, float* out, int T) {
     const int I = local_.intermediate_size;
     up_.resize(size_t(T) * local_.up_rows());
     act_.resize(size_t(T) * I);
+    observe(l, LinearSlot::Up, in, T, L.up.in);
     linear(L.up, in, up_.data(), T);
     if (desc_.mlp == MlpKind::Gated)
       k::gated_act(to_kernel(desc_.activation), up_.data(), act_.data(), T, I);
     else
       k::act(to_kernel(desc_.activation), up_.data(), act_.data(), T, I);
+    observe(l, LinearSlot::Down, act_.data(), T, L.down.in);
     row_parallel(L.down, act_.data(), out, T);
   }
 
@@ -343,6 +417,7 @@ class CpuBackend final : public Backend {
   DecoderDesc desc_;  // the model's (what desc() reports)
   KvCacheShape kv_;
   Communicator* comm_;     // null: the whole model on one rank
+  ActivationObserver* observer_;  // null, or calibration's (sees every projection's input)
   TensorParallelRank tp_;
   DecoderDesc local_;      // this rank's heads and intermediate slice (engine/model/shard.h)
   Buffer local_logits_, gathered_;  // tensor parallelism: this rank's and every rank's logits
@@ -363,6 +438,11 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv) {
   return std::make_unique<CpuBackend>(model, kv, nullptr);
+}
+
+std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv,
+                                          ActivationObserver& observer) {
+  return std::make_unique<CpuBackend>(model, kv, nullptr, &observer);
 }
 
 std::unique_ptr<Backend> make_cpu_rank_backend(const LoadedModel& model, const KvCacheShape& kv,

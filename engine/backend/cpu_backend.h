@@ -5,12 +5,18 @@
 #include <memory>
 #include <span>
 
+#include "engine/backend/activation_observer.h"
 #include "engine/backend/backend.h"
 #include "engine/model/model.h"
 
 namespace lmx {
 
 std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv);
+
+// The same, showing `observer` the input of every decoder projection in each forward
+// (smoothquant's calibration); the observer must outlive the backend.
+std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCacheShape& kv,
+                                          ActivationObserver& observer);
 
 // One rank of a tensor-parallel group: the rank's slices of the model (engine/model/shard.h),
 // meeting the other ranks through `comm` in every forward (all ranks run the same forwards).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -81,15 +82,26 @@ std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardSpec& spec, int
 //     holds (a rank's columns under row parallelism); activations stay in the compute dtype.
 //   W8A16Grouped: int8 [out, in] + fp32 scales [out, in / group], one a row per `group` input
 //     columns (whole groups per rank: `group` divides every rank's columns).
+//   W8A8 (option.quantize=smoothquant): int8 [out, in] + fp32 scales [out] of the smoothed weight
+//     W diag(s), activations quantized per token to int8 (quant/w8a8.h). The input's 1/s is
+//     folded into the norm that produces it (`smooth_in_norm`) or applied to the activations.
 // The description (LinearRef) says what is wanted; a backend that holds it quantizes the weight
 // after materializing it (quant/int8.h) and its linear dispatches on the kind.
-enum class QuantKind { None, W8A16PerChannel, W8A16Grouped };
+enum class QuantKind { None, W8A16PerChannel, W8A16Grouped, W8A8 };
 
 struct LinearQuant {
   QuantKind kind = QuantKind::None;
   int64_t group = 0;  // W8A16Grouped: input columns per scale; 0 otherwise
+  // SmoothQuant's factors s [in] for this projection's input (null: not smoothed), shared by the
+  // projections that read the same input: the weight becomes W diag(s) (W8A8 quantizes that; with
+  // kind None it stays fp32, which is exact and how the folding is tested); smooth_in_norm: the
+  // preceding norm's weight and bias are divided by s, else the activations are multiplied by 1/s.
+  std::shared_ptr<const std::vector<float>> smooth = nullptr;
+  bool smooth_in_norm = false;
 
   bool quantized() const { return kind != QuantKind::None; }
+  // The option.quantize method that asks for this kind, for messages.
+  const char* method() const { return kind == QuantKind::W8A8 ? "smoothquant" : "dynamic_int8"; }
   // Input columns one scale covers in a Linear of `in` columns.
   int64_t group_for(int64_t in) const { return kind == QuantKind::W8A16Grouped ? group : in; }
 };
@@ -104,7 +116,8 @@ struct QuantStorage {};
 template <>
 struct QuantStorage<std::vector<float>> {
   std::vector<int8_t> values;  // [out, in]
-  std::vector<float> scales;   // [out, in / group]
+  std::vector<float> scales;   // [out, in / group] (W8A8: [out])
+  std::vector<float> inv_smooth;  // W8A8 with smoothing not folded into a norm: 1 / s [in]
 };
 
 // Whether a Linear<Buffer> can carry a quantized weight: the description (a request) and the

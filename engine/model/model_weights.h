@@ -65,10 +65,10 @@ ModelWeights<To> map_weights(const ModelWeights<From>& w, Make&& make, Finish&& 
   const auto linear = [&](const Linear<From>& l, const std::string& label) {
     if constexpr (!kHoldsQuantized<To>) {
       if (l.quant.quantized())
-        throw_error("{}: a quantized projection ([{}, {}], option.quantize=dynamic_int8) cannot be "
-                    "held by this backend yet: W8A16 weights run on the CPU backend only until the "
-                    "CUDA kernels land",
-                    label, l.out, l.in);
+        throw_error("{}: a quantized projection ([{}, {}], option.quantize={}) cannot be held by "
+                    "this backend yet: int8 weights run on the CPU backend only until the CUDA "
+                    "kernels land",
+                    label, l.out, l.in, l.quant.method());
     }
     Linear<To> out;
     out.weight = make(l.weight, WeightKind::Matrix);

@@ -19,10 +19,10 @@ LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_s
       return {};
     case properties::Quantize::DynamicInt8:
       return dynamic_int8(group_size);
-    case properties::Quantize::SmoothQuant:
-      break;
+    case properties::Quantize::SmoothQuant:  // loads unquantized, then calibrates and marks
+      return {};                             // (smoothquant/smoothquant.h)
   }
-  throw_error("option.quantize={}: not built yet", properties::to_string(method));
+  throw_error("option.quantize={}: unknown method", int(method));
 }
 
 void check_quantizable(const ModelConfig& config, const LinearQuant& quant) {

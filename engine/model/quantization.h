@@ -17,7 +17,8 @@ namespace lmx {
 LinearQuant dynamic_int8(std::optional<int> group_size = std::nullopt);
 
 // The configuration's option.quantize (+ option.quantize_group_size) as the loader takes it:
-// None, or dynamic_int8 as above. smoothquant is refused (not built).
+// None, or dynamic_int8 as above. smoothquant: None here (the model loads unquantized and
+// smoothquant::apply marks it after calibrating; smoothquant/smoothquant.h).
 LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_size);
 
 // Refuses a checkpoint that is already quantized (config.json `quantization_config`, e.g. GPTQ,

@@ -1,6 +1,8 @@
 // option.quantize=dynamic_int8 and its spellings: OPTION_QUANTIZE, the HF_MODEL_QUANTIZE alias,
-// LMI's option.dtype=int8, option.quantize_group_size; supported on cpu, refused on cuda until
-// its kernels exist (docs/quantization.md).
+// LMI's option.dtype=int8, option.quantize_group_size; option.quantize=smoothquant and its
+// option.smoothquant_* keys; supported on cpu, refused on cuda until the kernels exist
+// (docs/quantization.md).
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -66,7 +68,8 @@ TEST(Quantize, CudaRefusesDynamicInt8UntilItsKernelsExist) {
   const std::string e = error_of(dir, {}, 1, with_cuda());
   EXPECT_TRUE(contains(e, "option.quantize=dynamic_int8 (from line 2 of"));
   EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
-  EXPECT_TRUE(contains(e, "quantize dynamic_int8 on cpu; no quantization (option.quantize unset) on cuda"));
+  EXPECT_TRUE(contains(
+      e, "quantize dynamic_int8, smoothquant on cpu; no quantization (option.quantize unset) on cuda"));
   TempModelDir cpu("option.device=cpu\noption.quantize=dynamic_int8\n");
   EXPECT_EQ(load(cpu, {}, 1, with_cuda()).quantize, Quantize::DynamicInt8);
   const std::string alias = error_of(dir, {{"HF_MODEL_QUANTIZE", "dynamic_int8"}}, 1, with_cuda());
@@ -115,6 +118,65 @@ TEST(Quantize, GroupSize) {
   TempModelDir alone("option.quantize_group_size=128\n");
   EXPECT_TRUE(contains(error_of(alone), "option.quantize_group_size=128 (from line 1 of"));
   EXPECT_TRUE(contains(error_of(alone), "only used with option.quantize=dynamic_int8"));
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Quantize, SmoothQuantRunsOnCpuWithItsSettings) {
+  TempModelDir plain("option.quantize=smoothquant\n");
+  const ServingConfig c = load(plain);
+  EXPECT_EQ(c.quantize, Quantize::SmoothQuant);
+  EXPECT_FALSE(c.smoothquant_alpha.has_value());
+  EXPECT_TRUE(contains(c.source_of("option.smoothquant_alpha").note, "searched"));
+  EXPECT_TRUE(c.smoothquant_calibration_file.empty());
+  EXPECT_TRUE(contains(c.source_of("option.smoothquant_calibration_file").note, "built into LMX"));
+  EXPECT_EQ(c.smoothquant_calibration_samples, 128);
+  TempModelDir set("option.quantize=smoothquant\noption.smoothquant_alpha=0.65\n"
+                   "option.smoothquant_calibration_file=calib.txt\n"
+                   "option.smoothquant_calibration_samples=7\n");
+  set.write("calib.txt", "some text\n");
+  const ServingConfig s = load(set);
+  EXPECT_DOUBLE_EQ(*s.smoothquant_alpha, 0.65);
+  EXPECT_EQ(s.smoothquant_calibration_file, (set.path() / "calib.txt").string());  // model-relative
+  EXPECT_EQ(s.smoothquant_calibration_samples, 7);
+  TempModelDir env;
+  const ServingConfig e = load(env, {{"OPTION_QUANTIZE", "smoothquant"}, {"OPTION_SMOOTHQUANT_ALPHA", "0"},
+                                     {"OPTION_SMOOTHQUANT_CALIBRATION_SAMPLES", "1000000"}});
+  EXPECT_DOUBLE_EQ(*e.smoothquant_alpha, 0.0);
+  EXPECT_EQ(e.smoothquant_calibration_samples, 1000000);
+}
+
+TEST(Quantize, SmoothQuantSettingsRefuseBadValues) {
+  struct Bad {
+    const char* line;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"option.smoothquant_alpha=1.01", "a number from 0 to 1"},
+                       Bad{"option.smoothquant_alpha=inf", "a number from 0 to 1"},
+                       Bad{"option.smoothquant_alpha=0.5x", "a number from 0 to 1"},
+                       Bad{"option.smoothquant_calibration_samples=0", "an integer from 1 to 1000000"},
+                       Bad{"option.smoothquant_calibration_samples=1000001", "an integer from 1 to 1000000"},
+                       Bad{"option.smoothquant_calibration_samples=64.5", "an integer from 1 to 1000000"},
+                       Bad{"option.smoothquant_calibration_file=missing.txt", "a text file"}}) {
+    SCOPED_TRACE(b.line);
+    TempModelDir dir(std::string("option.quantize=smoothquant\n") + b.line + "\n");
+    const std::string e = error_of(dir);
+    EXPECT_TRUE(contains(e, std::string("invalid value '") + (std::strchr(b.line, '=') + 1)));
+    EXPECT_TRUE(contains(e, b.says));
+  }
+  // Settings of smoothquant with another method: a conflict naming the key.
+  TempModelDir other("option.quantize=dynamic_int8\noption.smoothquant_calibration_samples=8\n");
+  EXPECT_TRUE(contains(error_of(other), "option.smoothquant_calibration_samples=8"));
+  EXPECT_TRUE(contains(error_of(other), "only used with option.quantize=smoothquant"));
+}
+
+TEST(Quantize, CudaRefusesSmoothQuantUntilItsKernelsExist) {
+  TempModelDir dir("option.device=cuda\noption.quantize=smoothquant\n");
+  const std::string e = error_of(dir, {}, 1, with_cuda());
+  EXPECT_TRUE(contains(e, "option.quantize=smoothquant (from line 2 of"));
+  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
 }
 
 }  // namespace

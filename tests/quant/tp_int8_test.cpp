@@ -139,7 +139,7 @@ TEST(Int8Backends, MappingAQuantizedLinearToABackendWithoutStorageThrows) {
 // tensor-parallel group does not offer it.
 TEST(Int8Backends, AllLogitsEqualTokenByTokenLogits) {
   const auto f = open_parity_fixture("real_stories260k");
-  for (const LinearQuant quant : {LinearQuant{}, dynamic_int8(), dynamic_int8(4)}) {
+  for (const LinearQuant& quant : {LinearQuant{}, dynamic_int8(), dynamic_int8(4)}) {
     const LoadedModel model = load_model(f.model_dir, quant);
     auto all = make_cpu_backend(model, {16, 4});
     auto one = make_cpu_backend(model, {16, 4});

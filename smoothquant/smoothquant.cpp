@@ -1,0 +1,125 @@
+#include "smoothquant/smoothquant.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "smoothquant/cache.h"
+#include "smoothquant/calibration_text.h"
+
+namespace lmx::smoothquant {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_error("option.smoothquant_calibration_file {}: cannot be read", path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Windows of the encoded text: each starts with the tokens the tokenizer puts before any text
+// (BOS for Llama-family tokenizers), as every request does, then up to `window` text tokens.
+std::vector<std::vector<int32_t>> make_samples(const Tokenizer& tok, const std::string& text,
+                                               int samples, int context) {
+  const std::vector<int32_t> prefix = tok.encode("", true);
+  const std::vector<int32_t> ids = tok.encode(text, false);
+  const size_t window = size_t(std::min(kSampleTokens, context)) - std::min(prefix.size(), size_t(context - 1));
+  std::vector<std::vector<int32_t>> out;
+  for (size_t at = 0; at < ids.size() && int(out.size()) < samples; at += window) {
+    std::vector<int32_t> s = prefix;
+    s.insert(s.end(), ids.begin() + ptrdiff_t(at), ids.begin() + ptrdiff_t(std::min(ids.size(), at + window)));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string describe_alphas(const Plan& p) {
+  std::string s;
+  for (const LayerPlan& l : p.layers) s += fmt::format("{}{:.1f}", s.empty() ? "" : " ", l.alpha);
+  return s;
+}
+
+}  // namespace
+
+const std::string& default_calibration_text() {
+  static const std::string text(kCalibrationText);
+  return text;
+}
+
+void check_samples(long long n, const char* what) {
+  if (n < 1 || n > 1000000) throw_error("{} must be from 1 to 1000000, got {}", what, n);
+}
+
+Report apply(LoadedModel& model, const Settings& settings) {
+  if (model.random_seed)
+    throw_error("smoothquant calibrates real weights; {} has random benchmark weights",
+                model.dir.string());
+  if (settings.alpha && !(*settings.alpha >= 0.0 && *settings.alpha <= 1.0))
+    throw_error("smoothquant alpha {} is not a number from 0 to 1", *settings.alpha);
+  check_samples(settings.samples, "smoothquant calibration samples");
+  const std::string text = settings.calibration_file.empty() ? default_calibration_text()
+                                                             : read_text(settings.calibration_file);
+  const std::string what = fmt::format("samples={} tokens={} rows={} alpha={}", settings.samples,
+                                       kSampleTokens, kSearchRows,
+                                       settings.alpha ? fmt::format("{}", *settings.alpha) : "search");
+  Report r;
+  const bool cached = settings.cache_dir != "-";
+  if (cached) {
+    r.cache_file = cache_file(settings.cache_dir.empty() ? default_cache_dir() : settings.cache_dir,
+                              model.dir, text, what);
+    if (std::optional<Plan> p = read_plan(r.cache_file, what)) {
+      r.plan = std::move(*p);
+      r.from_cache = true;
+    }
+  }
+  if (!r.from_cache) {
+    const Tokenizer tok = Tokenizer::from_model_dir(model.dir);
+    const auto samples = make_samples(tok, text, settings.samples, model.desc.max_position_embeddings);
+    if (samples.empty())
+      throw_error("the smoothquant calibration text ({}) holds no tokens",
+                  settings.calibration_file.empty() ? "built in" : settings.calibration_file);
+    r.samples = int(samples.size());
+    for (const auto& s : samples) r.tokens += int(s.size());
+    const auto started = std::chrono::steady_clock::now();
+    spdlog::info("smoothquant: calibrating {} on {} samples ({} tokens)", model.dir.string(),
+                 r.samples, r.tokens);
+    r.plan = make_plan(model, calibrate(model, samples, kSearchRows), settings.alpha);
+    spdlog::info("smoothquant: calibrated in {:.1f} s", std::chrono::duration<double>(
+                                                            std::chrono::steady_clock::now() - started)
+                                                            .count());
+    if (cached) write_plan(r.cache_file, what, r.plan);
+  }
+  mark(model, r.plan);
+  spdlog::info("smoothquant: alpha per layer ({}): {}; smoothing {}; {} {}",
+               r.plan.searched ? "searched" : "fixed", describe_alphas(r.plan),
+               r.plan.in_norm ? "folded into the norms" : "applied to the activations",
+               r.from_cache ? "from the cache" : (cached ? "cached in" : "not cached"),
+               cached ? r.cache_file.string() : "");
+  return r;
+}
+
+LoadedModel load_quantized_model(const std::filesystem::path& dir, const LinearQuant& quant,
+                                 const std::optional<Settings>& smoothquant) {
+  if (smoothquant && quant.quantized())
+    throw_error("smoothquant and {} cannot be combined", quant.method());
+  LoadedModel m = load_model(dir, quant);
+  if (smoothquant) apply(m, *smoothquant);
+  return m;
+}
+
+std::optional<Settings> settings_from(const properties::ServingConfig& config) {
+  if (config.quantize != properties::Quantize::SmoothQuant) return std::nullopt;
+  Settings s;
+  s.alpha = config.smoothquant_alpha;
+  s.calibration_file = config.smoothquant_calibration_file;
+  s.samples = config.smoothquant_calibration_samples;
+  return s;
+}
+
+}  // namespace lmx::smoothquant

@@ -1,0 +1,55 @@
+// option.quantize=smoothquant (docs/quantization.md): calibrate the model (CPU, fp32) over a text,
+// choose the smoothing factors (alpha fixed or searched per layer), cache them, and mark every
+// decoder projection W8A8 with its smoothing; the backend then smooths, quantizes and folds as it
+// loads (engine/backend/cpu_backend.cpp).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "engine/model/model.h"
+#include "properties/serving_config.h"
+#include "smoothquant/plan.h"
+
+namespace lmx::smoothquant {
+
+inline constexpr int kDefaultSamples = 128;       // option.smoothquant_calibration_samples
+inline constexpr int kSampleTokens = 512;         // tokens per sample (less: the model's context)
+inline constexpr int64_t kSearchRows = 512;       // input rows per layer the alpha search scores
+
+struct Settings {
+  std::optional<double> alpha;        // unset: searched per layer
+  std::string calibration_file;       // empty: the text shipped with LMX (default_calibration_text)
+  int samples = kDefaultSamples;      // at most this many windows of kSampleTokens
+  std::filesystem::path cache_dir;    // empty: default_cache_dir(); "-" : no cache
+};
+
+// The calibration text written for LMX (smoothquant/calibration.txt, compiled in).
+const std::string& default_calibration_text();
+
+// What apply() did, for logs and reports.
+struct Report {
+  Plan plan;
+  bool from_cache = false;
+  std::filesystem::path cache_file;
+  int samples = 0, tokens = 0;  // calibration run (0 when cached)
+};
+
+// `model` is loaded without quantization; afterwards its qkv / o / up / down are W8A8 with the
+// plan's smoothing. Logs the chosen alphas. Throws lmx::Error for a calibration file that cannot
+// be read or is empty, samples < 1, an alpha outside [0, 1], a model with random weights.
+Report apply(LoadedModel& model, const Settings& settings);
+
+// The model with its quantization: `quant` as load_model takes it (dynamic_int8), or with
+// `smoothquant` settings loaded unquantized and apply()'d.
+LoadedModel load_quantized_model(const std::filesystem::path& dir, const LinearQuant& quant,
+                                 const std::optional<Settings>& smoothquant);
+
+// The configuration's smoothquant settings; nullopt unless option.quantize=smoothquant.
+std::optional<Settings> settings_from(const properties::ServingConfig& config);
+
+// Throws lmx::Error naming `what` unless 1 <= n <= 1,000,000.
+void check_samples(long long n, const char* what);
+
+}  // namespace lmx::smoothquant

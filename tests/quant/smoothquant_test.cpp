@@ -1,0 +1,315 @@
+// option.quantize=smoothquant on the CPU reference (smoothquant/, docs/quantization.md):
+// calibration statistics against a direct computation, smoothing without quantization leaving
+// every family's logits equal (the folding into norms and the explicit scale are exact), the
+// alpha search and plan, the calibration cache, and W8A8 end to end (backend and engine API).
+#include <cmath>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "engine/api/engine.h"
+#include "engine/backend/cpu_backend.h"
+#include "engine/generate/generator.h"
+#include "engine/model/weight_map.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "properties/serving_config.h"
+#include "smoothquant/cache.h"
+#include "smoothquant/calibration.h"
+#include "smoothquant/smoothing.h"
+#include "smoothquant/smoothquant.h"
+#include "tests/support/parity_fixtures.h"
+
+namespace lmx {
+namespace {
+
+using namespace smoothquant;
+namespace fs = std::filesystem;
+
+// Token samples in [1, vocab): random-weight fixtures have no tokenizer.
+std::vector<std::vector<int32_t>> random_samples(const DecoderDesc& d, std::vector<size_t> lengths) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> id(1, d.vocab_size - 1);
+  std::vector<std::vector<int32_t>> out;
+  for (const size_t n : lengths) {
+    out.emplace_back(n);
+    for (int32_t& t : out.back()) t = id(rng);
+  }
+  return out;
+}
+
+// Every position's logits of one sequence [ids, vocab].
+std::vector<float> all_logits(const LoadedModel& m, const std::vector<int32_t>& ids) {
+  auto backend = make_cpu_backend(m, {16, 4});
+  const std::vector<int32_t> table = {0, 1, 2, 3};
+  BatchChunk c{ids, 0, table, true, true};
+  std::vector<float> logits;
+  backend->forward(std::span(&c, 1), logits);
+  return logits;
+}
+
+// Natural-log perplexity of ids[1:] given the prefixes.
+double perplexity(const LoadedModel& m, const std::vector<int32_t>& ids) {
+  const std::vector<float> l = all_logits(m, ids);
+  const size_t V = size_t(m.desc.vocab_size);
+  double nll = 0.0;
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    const float* row = l.data() + i * V;
+    double mx = row[0], sum = 0.0;
+    for (size_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+    for (size_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
+    nll += mx + std::log(sum) - row[size_t(ids[i + 1])];
+  }
+  return std::exp(nll / double(ids.size() - 1));
+}
+
+TEST(SmoothQuantCalibration, StatisticsMatchADirectComputation) {
+  // Llama (pre RMSNorm): layer 0's qkv input is rms_norm(embed[id]) * w, token by token.
+  const LoadedModel m = load_model(testing::parity_dir() / "llama_mha_tied");
+  const auto samples = random_samples(m.desc, {7, 13});
+  const std::vector<LayerStats> stats = calibrate(m, samples, 5);
+  ASSERT_EQ(stats.size(), size_t(m.desc.num_layers));
+  const int H = m.desc.hidden_size;
+  const std::vector<float> embed = materialize_f32(m.weights.embed);
+  const std::vector<float> w = materialize_f32(m.weights.layers[0].attn_norm.weight);
+  std::vector<double> expect(static_cast<size_t>(H), 0.0);
+  std::vector<std::vector<double>> first_rows;
+  for (const auto& s : samples)
+    for (const int32_t t : s) {
+      const float* e = embed.data() + size_t(t) * H;
+      double ms = 0.0;
+      for (int j = 0; j < H; ++j) ms += double(e[j]) * e[j];
+      const double r = 1.0 / std::sqrt(ms / H + m.desc.norm_eps);
+      std::vector<double> row(static_cast<size_t>(H));
+      for (int j = 0; j < H; ++j) {
+        row[size_t(j)] = e[j] * r * w[size_t(j)];
+        expect[size_t(j)] = std::max(expect[size_t(j)], std::fabs(row[size_t(j)]));
+      }
+      if (first_rows.size() < 5) first_rows.push_back(row);
+    }
+  const InputStats& qkv = stats[0][size_t(LinearSlot::Qkv)];
+  EXPECT_EQ(qkv.tokens, 20);
+  ASSERT_EQ(qkv.in, H);
+  ASSERT_EQ(qkv.kept(), 5);  // the cap: the first 5 rows
+  for (int j = 0; j < H; ++j) {
+    EXPECT_NEAR(qkv.abs_max[size_t(j)], expect[size_t(j)], 1e-5 * expect[size_t(j)] + 1e-7) << j;
+    for (int r = 0; r < 5; ++r)
+      EXPECT_NEAR(qkv.rows[size_t(r) * H + j], first_rows[size_t(r)][size_t(j)],
+                  1e-5 * std::fabs(first_rows[size_t(r)][size_t(j)]) + 1e-6);
+  }
+  // Every projection of every layer was seen, at its width; o and down keep no rows.
+  for (const LayerStats& l : stats) {
+    EXPECT_EQ(l[size_t(LinearSlot::O)].in, m.weights.layers[0].o.in);
+    EXPECT_EQ(l[size_t(LinearSlot::Down)].in, m.weights.layers[0].down.in);
+    EXPECT_EQ(l[size_t(LinearSlot::Up)].tokens, 20);
+    EXPECT_EQ(l[size_t(LinearSlot::Down)].kept(), 0);
+  }
+}
+
+TEST(SmoothQuantFactors, FormulaAndClamps) {
+  const std::vector<float> s = smoothing_factors({4.0f, 0.0f, 9.0f}, {1.0f, 2.0f, 0.0f}, 0.5);
+  EXPECT_FLOAT_EQ(s[0], 2.0f);                             // 4^0.5 / 1^0.5
+  EXPECT_FLOAT_EQ(s[1], std::sqrt(1e-5f) / std::sqrt(2.0f));  // act clamped to 1e-5
+  EXPECT_FLOAT_EQ(s[2], 3.0f / std::sqrt(1e-5f));          // weight clamped to 1e-5
+  EXPECT_FLOAT_EQ(smoothing_factors({8.0f}, {2.0f}, 1.0)[0], 8.0f);
+  EXPECT_FLOAT_EQ(smoothing_factors({8.0f}, {2.0f}, 0.0)[0], 0.5f);
+  EXPECT_THROW(smoothing_factors({1.0f}, {1.0f}, 1.5), Error);
+  EXPECT_THROW(smoothing_factors({1.0f}, {1.0f, 2.0f}, 0.5), Error);
+}
+
+class SmoothingIsExact : public ::testing::TestWithParam<std::string> {};
+
+// Smoothing without quantization, with factors spread over [1/20, 20]: logits equal to the
+// unsmoothed model's within fp32 rounding, for every family (folded into the norms in pre-norm
+// layers, an explicit scale in post-norm and residual-from-norm layers, one vector for GPT-J's
+// shared norm).
+TEST_P(SmoothingIsExact, LogitsUnchanged) {
+  const auto f = testing::open_parity_fixture(GetParam());
+  const LoadedModel ref = load_model(f.model_dir);
+  LoadedModel smoothed = load_model(f.model_dir);
+  Plan plan = make_plan(smoothed, calibrate(smoothed, random_samples(smoothed.desc, {9}), 8), 0.5);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> log_s(-3.0f, 3.0f);
+  for (LayerPlan& l : plan.layers) {
+    const bool shared = l.up == l.qkv;
+    for (auto* s : {&l.qkv, &l.up}) {
+      if (shared && s == &l.up) break;
+      std::vector<float> v = **s;
+      for (float& x : v) x = std::exp(log_s(rng));
+      *s = std::make_shared<const std::vector<float>>(std::move(v));
+    }
+    if (shared) l.up = l.qkv;
+  }
+  mark(smoothed, plan);
+  for (LayerWeights<WeightRef>& l : smoothed.weights.layers)
+    for (LinearRef* p : {&l.qkv, &l.o, &l.up, &l.down}) p->quant.kind = QuantKind::None;
+  const std::vector<int32_t> ids = random_samples(ref.desc, {11})[0];
+  const std::vector<float> a = all_logits(ref, ids), b = all_logits(smoothed, ids);
+  ASSERT_EQ(a.size(), b.size());
+  double max_ref = 0.0, max_err = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_ref = std::max(max_ref, double(std::fabs(a[i])));
+    max_err = std::max(max_err, double(std::fabs(a[i] - b[i])));
+  }
+  EXPECT_LE(max_err, 2e-5 * max_ref) << "max |logit| " << max_ref;
+  EXPECT_GT(max_ref, 0.0);
+}
+
+std::vector<std::string> weight_fixtures() {
+  std::vector<std::string> names;
+  for (const std::string& n : testing::parity_fixture_names())
+    if (fs::exists(testing::parity_dir() / n / "model.safetensors") ||
+        fs::exists(testing::parity_dir() / n / "model.safetensors.index.json"))
+      names.push_back(n);
+  return names;
+}
+INSTANTIATE_TEST_SUITE_P(Families, SmoothingIsExact, ::testing::ValuesIn(weight_fixtures()),
+                         testing::ParityNamePrinter());
+
+// W8A8 with a searched alpha on a random-weight fixture: the plan picks grid alphas, greedy
+// generation completes, and perplexity (on the fp32 model's own greedy continuation) stays
+// within 2% of fp32's.
+TEST(SmoothQuantW8A8, GreedyRunAndPerplexityNearFp32) {
+  const auto f = testing::open_parity_fixture("llama_gqa_llama3_bias");
+  const LoadedModel ref = load_model(f.model_dir);
+  LoadedModel q = load_model(f.model_dir);
+  const Plan plan = make_plan(q, calibrate(q, random_samples(q.desc, {24, 40}), kSearchRows), std::nullopt);
+  ASSERT_TRUE(plan.searched);
+  for (const LayerPlan& l : plan.layers) {
+    EXPECT_GE(l.alpha, 0.3 - 1e-9);
+    EXPECT_LE(l.alpha, 0.9 + 1e-9);
+    EXPECT_TRUE(std::isfinite(l.error));
+  }
+  mark(q, plan);
+  GenerationRequest r;
+  r.prompt = {1, 17, 42, 99, 5};
+  r.params.max_new_tokens = 27;
+  r.params.ignore_eos = true;
+  auto fp32_backend = make_cpu_backend(ref, {16, 4});
+  auto q_backend = make_cpu_backend(q, {16, 4});
+  const auto fp32_out = Generator(*fp32_backend).generate(std::span(&r, 1)).front().tokens;
+  const auto q_out = Generator(*q_backend).generate(std::span(&r, 1)).front().tokens;
+  ASSERT_EQ(q_out.size(), 27u);
+  std::vector<int32_t> text = r.prompt;
+  text.insert(text.end(), fp32_out.begin(), fp32_out.end());
+  const double p32 = perplexity(ref, text), pq = perplexity(q, text);
+  EXPECT_NEAR(pq / p32, 1.0, 0.02) << "fp32 " << p32 << " smoothquant " << pq;
+  EXPECT_NE(pq, p32);  // the W8A8 path ran
+}
+
+// The alpha search never picks a grid value with a larger calibration error than another.
+TEST(SmoothQuantW8A8, SearchedAlphaHasTheLeastError) {
+  LoadedModel m = load_model(testing::parity_dir() / "gpt2");
+  const auto stats = calibrate(m, random_samples(m.desc, {30}), kSearchRows);
+  const Plan searched = make_plan(m, stats, std::nullopt);
+  for (const double a : alpha_grid()) {
+    const Plan fixed = make_plan(m, stats, a);
+    for (size_t l = 0; l < fixed.layers.size(); ++l) {
+      const LayerWeights<WeightRef>& w = m.weights.layers[l];
+      const auto W = [](const LinearRef& r) { return materialize_f32(r.weight); };
+      const std::vector<float> qkv = W(w.qkv), up = W(w.up);
+      const double e =
+          w8a8_relative_error(stats[l][0].rows.data(), stats[l][0].kept(),
+                              {{qkv.data(), w.qkv.out, w.qkv.in}}, *fixed.layers[l].qkv) +
+          w8a8_relative_error(stats[l][2].rows.data(), stats[l][2].kept(),
+                              {{up.data(), w.up.out, w.up.in}}, *fixed.layers[l].up);
+      EXPECT_LE(searched.layers[l].error, e * (1 + 1e-12)) << "layer " << l << " alpha " << a;
+    }
+  }
+}
+
+// Temporary LMX_CACHE_DIR for the engine and apply() tests.
+struct CacheDir {
+  fs::path dir = fs::temp_directory_path() / ("lmx-sq-test-" + std::to_string(::getpid()));
+  CacheDir() {
+    fs::remove_all(dir);
+    ::setenv("LMX_CACHE_DIR", dir.c_str(), 1);
+  }
+  ~CacheDir() {
+    ::unsetenv("LMX_CACHE_DIR");
+    fs::remove_all(dir);
+  }
+};
+
+const fs::path kModel = testing::shared_models_dir() / "stories260k";
+
+TEST(SmoothQuantApply, CacheIsWrittenThenRead) {
+  CacheDir cache;
+  Settings s;
+  s.samples = 2;
+  LoadedModel a = load_model(kModel);
+  const Report first = apply(a, s);
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(first.samples, 2);
+  ASSERT_TRUE(fs::exists(first.cache_file));
+  EXPECT_EQ(first.cache_file.parent_path(), cache.dir / "smoothquant");
+  LoadedModel b = load_model(kModel);
+  const Report second = apply(b, s);
+  EXPECT_TRUE(second.from_cache);
+  ASSERT_EQ(second.plan.layers.size(), first.plan.layers.size());
+  for (size_t l = 0; l < first.plan.layers.size(); ++l) {
+    EXPECT_EQ(second.plan.layers[l].alpha, first.plan.layers[l].alpha);
+    EXPECT_EQ(*second.plan.layers[l].qkv, *first.plan.layers[l].qkv);  // bit for bit
+    EXPECT_EQ(*second.plan.layers[l].up, *first.plan.layers[l].up);
+    EXPECT_EQ(b.weights.layers[l].qkv.quant.kind, QuantKind::W8A8);
+  }
+  // Another alpha setting is another file.
+  s.alpha = 0.5;
+  LoadedModel c = load_model(kModel);
+  EXPECT_FALSE(apply(c, s).from_cache);
+  // A missing calibration file names itself.
+  s.calibration_file = "/nonexistent/calib.txt";
+  LoadedModel d = load_model(kModel);
+  try {
+    apply(d, s);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/calib.txt"), std::string::npos) << e.what();
+  }
+}
+
+std::vector<int32_t> engine_tokens(std::map<std::string, std::string> env) {
+  const auto config = properties::load_serving_config(
+      kModel, properties::Environment::from_map(std::move(env), 0),
+      properties::EngineCapabilities::this_build());
+  auto engine = Engine::create(config);
+  std::mutex mu;
+  std::vector<int32_t> ids;
+  std::promise<void> done;
+  EngineRequest r;
+  r.prompt = "Once upon a time";
+  r.params.max_new_tokens = 12;
+  r.params.ignore_eos = true;
+  engine->enqueue(std::move(r), [&](const RequestUpdate& u) {
+    std::lock_guard lock(mu);
+    for (const GeneratedToken& t : u.tokens) ids.push_back(t.id);
+    EXPECT_TRUE(u.error.empty()) << u.error;
+    if (u.finished) done.set_value();
+  });
+  EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+  std::lock_guard lock(mu);
+  return ids;
+}
+
+// The engine API (lmx-server, the plugin) runs what the CLI's load_quantized_model runs.
+TEST(SmoothQuantEngine, OptionQuantizeSmoothquantTakesEffect) {
+  CacheDir cache;
+  Settings s;
+  s.alpha = 0.5;
+  s.samples = 2;
+  const LoadedModel m = load_quantized_model(kModel, {}, s);
+  GenerationRequest r;
+  r.prompt = Tokenizer::from_model_dir(kModel).encode("Once upon a time");
+  r.params.max_new_tokens = 12;
+  r.params.ignore_eos = true;
+  auto backend = make_cpu_backend(m, {16, 4});
+  const auto expected = Generator(*backend).generate(std::span(&r, 1)).front().tokens;
+  EXPECT_EQ(engine_tokens({{"OPTION_QUANTIZE", "smoothquant"}, {"OPTION_SMOOTHQUANT_ALPHA", "0.5"},
+                           {"OPTION_SMOOTHQUANT_CALIBRATION_SAMPLES", "2"}}),
+            expected);
+}
+
+}  // namespace
+}  // namespace lmx
