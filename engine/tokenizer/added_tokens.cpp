@@ -4,12 +4,13 @@
 
 #include "engine/tokenizer/normalizers.h"
 #include "engine/tokenizer/unicode.h"
+#include "engine/tokenizer/json_ids.h"
 
 namespace lmx::tok {
 
 AddedToken parse_added_token(const nlohmann::json& j) {
   AddedToken t;
-  t.id = j.at("id").get<int32_t>();
+  t.id = tok::token_id(j.at("id"), "an added token's id");
   t.content = j.at("content").get<std::string>();
   t.special = j.value("special", false);
   t.lstrip = j.value("lstrip", false);

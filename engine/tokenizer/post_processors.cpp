@@ -1,6 +1,7 @@
 #include "engine/tokenizer/post_processors.h"
 
 #include "engine/core/error.h"
+#include "engine/tokenizer/json_ids.h"
 
 namespace lmx::tok {
 namespace {
@@ -46,12 +47,14 @@ std::unique_ptr<PostProcessor> make_template(const nlohmann::json& j) {
     if (!specials.contains(name))
       throw_error("tokenizer: TemplateProcessing special token '{}' has no ids", name);
     auto& dst = seen_sequence ? after : before;
-    for (const auto& id : specials.at(name).at("ids")) dst.push_back(id.get<int32_t>());
+    for (const auto& id : specials.at(name).at("ids")) dst.push_back(tok::token_id(id, "a special token's id"));
   }
   return std::make_unique<Wrap>(std::move(before), std::move(after));
 }
 
-int32_t pair_id(const nlohmann::json& j, const char* key) { return j.at(key).at(1).get<int32_t>(); }
+int32_t pair_id(const nlohmann::json& j, const char* key) {
+  return tok::token_id(j.at(key).at(1), key);
+}
 
 }  // namespace
 

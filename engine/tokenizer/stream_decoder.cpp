@@ -26,7 +26,12 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special_token
 
 std::string StreamDecoder::push(int32_t id) {
   ids_.push_back(id);
-  if (is_byte_token(tokenizer_.id_to_token(id))) return {};  // the run may still change
+  // Hold while a byte-fallback run may still grow: after a byte token, and after a token that
+  // decode() leaves out (an id outside the vocabulary, a skipped special token), since the bytes
+  // on either side of it still form one run.
+  const std::string token = tokenizer_.id_to_token(id);
+  if (is_byte_token(token) || token.empty() || (skip_special_ && tokenizer_.is_special(id)))
+    return {};
   std::string text = tokenizer_.decode(ids_, skip_special_);
   if (text.size() <= prefix_.size() || ends_with_replacement(text)) return {};
   // The window's text normally extends the context's; if a decoder rewrote it, emit the tail.

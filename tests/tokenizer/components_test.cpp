@@ -154,7 +154,10 @@ TEST(TokenizerLoad, ConfigTokenMissingFromVocabIsAnError) {
 // library's "[json.exception.type_error.302]".
 TEST(TokenizerLoad, WrongShapeSaysSoInUserTerms) {
   for (const char* tj : {R"([])", R"({"model": [1, 2, 3]})",
-                         R"({"model": {"type": "BPE", "vocab": {"a": "x"}, "merges": []}})"}) {
+                         R"({"model": {"type": "BPE", "vocab": {"a": "x"}, "merges": []}})",
+                         R"({"model": {"type": "BPE", "vocab": {"a": 5.5e21}, "merges": []}})",
+                         R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}})",
+                         R"({"model": {"type": "WordPiece", "vocab": {"a": 1.5}}})"}) {
     try {
       (void)Tokenizer::from_json(tj, "");
       ADD_FAILURE() << "loaded " << tj;

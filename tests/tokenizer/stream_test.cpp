@@ -41,12 +41,15 @@ TEST(StreamDecoder, ByteFallbackCharacterAppearsOnceWhole) {
 TEST(StreamDecoder, ByteFallbackRunIsDecodedAsAWhole) {
   const Tokenizer tok = Tokenizer::from_model_dir(std::string(LMX_SHARED_MODELS_DIR) + "/stories260k");
   for (const std::vector<int32_t>& ids : std::vector<std::vector<int32_t>>{
-           {475, 75, 234}, {475, 75, 234, 476}, {75, 234}, {234, 75}, {75}, {424, 120, 493}}) {
-    StreamDecoder stream(tok, false);
-    std::string all;
-    for (int32_t id : ids) all += stream.push(id);
-    all += stream.finish();
-    EXPECT_EQ(all, tok.decode(ids)) << ::testing::PrintToString(ids);
+           {475, 75, 234}, {475, 75, 234, 476}, {75, 234}, {234, 75}, {75}, {424, 120, 493},
+           {42, 75, 513, 152, 185}, {75, 2, 234, 476}, {75, 1, 2, 234}}) {
+    for (bool skip_special : {false, true}) {  // 513: outside the vocabulary; 1, 2: <s>, </s>
+      StreamDecoder stream(tok, skip_special);
+      std::string all;
+      for (int32_t id : ids) all += stream.push(id);
+      all += stream.finish();
+      EXPECT_EQ(all, tok.decode(ids, skip_special)) << ::testing::PrintToString(ids) << skip_special;
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/unicode.h"
+#include "engine/tokenizer/json_ids.h"
 
 namespace lmx::tok {
 namespace {
@@ -195,7 +196,8 @@ std::unique_ptr<Model> make_bpe(const nlohmann::json& j) {
     throw_error(
         "tokenizer: BPE dropout is not supported (inference tokenizers must be deterministic)");
   Vocab vocab;
-  for (const auto& [tok, id] : j.at("vocab").items()) vocab.add(tok, id.get<int32_t>());
+  for (const auto& [piece, id] : j.at("vocab").items())
+    vocab.add(piece, tok::token_id(id, "a vocabulary id"));
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(j.at("merges").size());
   for (const auto& m : j.at("merges")) merges.push_back(parse_merge(m));

@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/unicode.h"
+#include "engine/tokenizer/json_ids.h"
 
 namespace lmx::tok {
 namespace {
@@ -124,7 +125,7 @@ std::unique_ptr<Model> make_unigram(const nlohmann::json& j) {
   if (!j.contains("unk_id") || j.at("unk_id").is_null())
     throw_error("tokenizer: Unigram without unk_id is not supported");
   return std::make_unique<Unigram>(std::move(vocab), std::move(scores),
-                                   j.at("unk_id").get<int32_t>(), j.value("byte_fallback", false));
+                                   tok::token_id(j.at("unk_id"), "unk_id"), j.value("byte_fallback", false));
 }
 
 }  // namespace lmx::tok

@@ -2,6 +2,7 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/unicode.h"
+#include "engine/tokenizer/json_ids.h"
 
 namespace lmx::tok {
 namespace {
@@ -57,7 +58,8 @@ class WordPiece final : public Model {
 
 std::unique_ptr<Model> make_wordpiece(const nlohmann::json& j) {
   Vocab vocab;
-  for (const auto& [tok, id] : j.at("vocab").items()) vocab.add(tok, id.get<int32_t>());
+  for (const auto& [piece, id] : j.at("vocab").items())
+    vocab.add(piece, tok::token_id(id, "a vocabulary id"));
   return std::make_unique<WordPiece>(std::move(vocab), j.value("unk_token", std::string("[UNK]")),
                                      j.value("continuing_subword_prefix", std::string("##")),
                                      j.value("max_input_chars_per_word", size_t{100}));
