@@ -6,9 +6,12 @@
 
 For each real model: `lmx perplexity` in fp32, dynamic_int8 per channel and dynamic_int8 grouped
 (128 where every projection's input size allows, else the largest power of two that divides them
-all, printed), and the greedy agreement of each int8 variant with fp32: for prompts made of the
-first four words of each paragraph, `lmx generate --greedy --ignore-eos` for --new-tokens tokens,
-counting the tokens generated before the first one that differs. Prints Markdown tables.
+all, printed), smoothquant (W8A8) with the searched alpha (the alphas chosen per layer, from the
+log) and with each fixed alpha of the grid 0.3..0.9, and the greedy agreement of each int8
+variant with fp32: for prompts made of the first four words of each paragraph, `lmx generate
+--greedy --ignore-eos` for --new-tokens tokens, counting the tokens generated before the first
+one that differs. Prints Markdown tables. smoothquant's calibration cache goes to a temporary
+LMX_CACHE_DIR (so the figures are those of a fresh calibration).
 """
 import argparse
 import json
@@ -16,6 +19,9 @@ import math
 import os
 import re
 import subprocess
+import tempfile
+
+GRID = ["0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9"]
 
 
 def run_json(cmd):
@@ -45,7 +51,8 @@ def main():
     a = ap.parse_args()
     text = open(a.text, encoding="utf-8").read()
     prompts = [" ".join(p.split()[:4]) for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 4]
-    ppl_rows, agree_rows = [], []
+    os.environ["LMX_CACHE_DIR"] = tempfile.mkdtemp(prefix="lmx-quality-")
+    ppl_rows, sq_rows, agree_rows = [], [], []
     for name in ("stories260k", "tinystories-656k"):
         model = os.path.join(a.models, name)
         group = group_for(model)
@@ -53,13 +60,33 @@ def main():
         if group:
             variants.append((f"dynamic_int8, group {group}",
                              ["--quantize", "dynamic_int8", "--quantize-group-size", str(group)]))
+        variants.append(("smoothquant", ["--quantize", "smoothquant"]))
+        variants += [(f"smoothquant, alpha {x}", ["--quantize", "smoothquant", "--smoothquant-alpha", x])
+                     for x in GRID]
         ppl = {}
         for label, flags in variants:
             ppl[label] = run_json([a.lmx, "perplexity", "--model", model, "--file", a.text, "--json"] + flags)
         base = ppl["fp32"]["ppl"]
-        ppl_rows.append(f"| {name} | {ppl['fp32']['tokens']} | "
-                        + " | ".join(f"{ppl[l]['ppl']:.4f} ({100 * (ppl[l]['ppl'] / base - 1):+.2f}%)"
-                                     if l != "fp32" else f"{base:.4f}" for l, _ in variants) + " |")
+
+        def cell(label):
+            return f"{ppl[label]['ppl']:.4f} ({100 * (ppl[label]['ppl'] / base - 1):+.2f}%)"
+
+        int8 = [l for l, _ in variants[1:] if l.startswith("dynamic_int8")]
+        ppl_rows.append(f"| {name} | {ppl['fp32']['tokens']} | {base:.4f} | "
+                        + " | ".join(cell(l) + (l[l.index(","):] if "," in l else "") for l in int8)
+                        + " |")
+        log = subprocess.run([a.lmx, "perplexity", "--model", model, "--file", a.text, "--json",
+                              "--quantize", "smoothquant", "--verbose"],
+                             check=True, capture_output=True, text=True)
+        log = log.stdout + log.stderr  # spdlog writes to stdout
+        alphas = re.search(r"alpha per layer \(searched\): ([0-9. ]+);", log).group(1)
+        best = min(GRID, key=lambda x: ppl[f"smoothquant, alpha {x}"]["ppl"])
+        sq_rows.append(f"| {name} | {base:.4f} | {cell('smoothquant')} | {alphas} | "
+                       + " | ".join(cell(f"smoothquant, alpha {x}") for x in GRID)
+                       + f" | {best} |")
+        variants = [v for v in variants
+                    if not v[0].startswith("smoothquant, alpha") or v[0] in ("smoothquant, alpha 0.5",
+                                                                               "smoothquant, alpha 0.8")]
 
         def generate(flags, prompt):
             return run_json([a.lmx, "generate", "--model", model, "--prompt", prompt, "--greedy",
@@ -80,6 +107,11 @@ def main():
     print("| model | predicted tokens | fp32 | dynamic_int8 (per channel) | dynamic_int8 (grouped) |")
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(ppl_rows))
+    print()
+    print("| model | fp32 | smoothquant, searched alpha | alphas chosen (layer 0, 1, ...) | "
+          + " | ".join(f"alpha {x}" for x in GRID) + " | best fixed |")
+    print("| --- " * (5 + len(GRID)) + "|")
+    print("\n".join(sq_rows))
     print()
     print(f"| model | variant | tokens before the first difference (of {a.new_tokens} a prompt) "
           "| prompts identical to the end | first difference, per prompt |")
