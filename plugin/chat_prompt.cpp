@@ -155,6 +155,11 @@ LmiRequest parse_request(const ChatSetup& chat, const std::string& body) {
   lmi["inputs"] = std::move(prompt);
   LmiRequest r = parse_lmi_request(lmi);
   r.add_special_tokens = false;
+  // No max_new_tokens: as many as max_tokens leaves (OpenAI's default), not LMI's 30.
+  const json* p = lmi.contains("parameters") ? &lmi["parameters"] : nullptr;
+  if (p == nullptr || !p->is_object() || !p->contains("max_new_tokens") ||
+      (*p)["max_new_tokens"].is_null())
+    r.params.max_new_tokens = 0;
   return r;
 }
 

@@ -175,7 +175,16 @@ class EngineImpl final : public Engine {
       sr.prompt = tokenizer_.encode(request.prompt, request.add_special_tokens);
     }
     if (sr.prompt.empty()) throw RequestError("inputs", "the prompt is empty");
-    const RequestParams& p = request.params;
+    RequestParams& p = request.params;
+    // 0 (a chat request without max_tokens): whatever room is left after the prompt, as OpenAI
+    // servers do; the room is bounded by max_tokens, the model's positions and the KV cache.
+    if (p.max_new_tokens == 0) {
+      const KvCacheShape& kv = backend_->kv_shape();
+      const long room = std::min({long(config_.max_tokens),
+                                  long(backend_->desc().max_position_embeddings),
+                                  long(kv.num_blocks) * kv.block_size});
+      p.max_new_tokens = int(std::max(1L, room - long(sr.prompt.size())));
+    }
     const long total = long(sr.prompt.size()) + p.max_new_tokens;
     if (total > config_.max_tokens)
       throw RequestError("parameters.max_new_tokens",

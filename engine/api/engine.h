@@ -48,7 +48,7 @@ class EngineUnavailableError : public Error {
 };
 
 struct RequestParams {
-  int max_new_tokens = 30;
+  int max_new_tokens = 30;  // 0: as many as max_tokens leaves after the prompt
   SamplingParams sampling;                 // greedy unless do_sample
   std::vector<std::string> stop_sequences;  // text; the stop text itself is not returned
   bool ignore_eos = false;

@@ -117,6 +117,11 @@ if (mode === "real") {
   const tn = await client.chat.completions.create({ ...base, tools, tool_choice: "none" });
   check(tn.usage.prompt_tokens === r.usage.prompt_tokens, "tool_choice none leaves tools out");
 
+  // No max_tokens: up to the context (option.max_tokens), not LMI's 30 new tokens.
+  const long = await client.chat.completions.create({ model, messages: user("Once upon a time"), temperature: 0 });
+  check(long.usage.completion_tokens > 30 || long.choices[0].finish_reason === "stop",
+        "no max_tokens: " + show(long.usage) + " " + long.choices[0].finish_reason);
+
   // LMI 0.27: {"messages", "parameters"} on /invocations answers a chat completion.
   const inv = await post("/invocations", { messages: user("Once upon a time"), parameters: { max_new_tokens: 8 } });
   check(inv.object === "chat.completion" && inv.choices[0].message.content === text, "LMI messages " + show(inv));

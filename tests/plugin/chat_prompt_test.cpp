@@ -68,6 +68,10 @@ TEST(ChatPrompt, RendersTheModelsTemplate) {
             "\"f\", \"parameters\": {\"z\": 1, \"a\": 2}}}]\n[assistant]Hi");
   EXPECT_FALSE(r.add_special_tokens);  // the template wrote BOS
   EXPECT_EQ(r.params.max_new_tokens, 7);
+  // Without it: 0, whatever room max_tokens leaves (the engine fills it in).
+  EXPECT_EQ(parse_request(*chat, R"({"messages": [{"role": "user", "content": "x"}]})")
+                .params.max_new_tokens,
+            0);
   EXPECT_TRUE(r.stream);
   EXPECT_EQ(chat->tool_call_parser, "");
   // Plain LMI requests are untouched.

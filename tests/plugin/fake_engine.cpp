@@ -63,6 +63,8 @@ class FakeEngine : public Engine {
     int words = 0;
     std::istringstream in(request.prompt);
     for (std::string w; in >> w;) ++words;
+    if (request.params.max_new_tokens == 0)  // as many as fit, as the engine does
+      request.params.max_new_tokens = std::max(1, cfg_.max_tokens - words);
     if (words + request.params.max_new_tokens > cfg_.max_tokens) {
       throw RequestError("parameters.max_new_tokens",
                          "prompt (" + std::to_string(words) + " tokens) + max_new_tokens (" +
