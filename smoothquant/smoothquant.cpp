@@ -17,7 +17,7 @@ namespace {
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw_error("option.smoothquant_calibration_file {}: cannot be read", path);
+  if (!f) throw_error("the smoothquant calibration file {} cannot be read", path);
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
