@@ -45,7 +45,9 @@ def reference(args, model, extra):
 def expect_error(args, cmd, needle, what):
     r = run([args.lmx] + cmd)
     lines = r.stderr.strip().splitlines()
-    ok = r.returncode != 0 and lines and needle in lines[-1] and "error" in lines[-1]
+    # Case-insensitive: "--device cuda: ..." without CUDA in the build, "no CUDA GPU ..." without a
+    # GPU, the backend's own refusal with one; each names it.
+    ok = r.returncode != 0 and lines and needle.lower() in lines[-1].lower() and "error" in lines[-1]
     check(ok, f"{what}: rc {r.returncode}, stderr {r.stderr.strip()!r} (wanted {needle!r})")
 
 
