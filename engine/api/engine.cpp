@@ -336,8 +336,7 @@ class EngineImpl final : public Engine {
   bool dynamic_batching() const { return config_.rolling_batch == properties::RollingBatch::Disable; }
 
   static SchedulerLimits scheduler_limits(const properties::ServingConfig& c) {
-    const bool dynamic = c.rolling_batch == properties::RollingBatch::Disable;
-    return {dynamic ? c.batch_size : c.max_rolling_batch_size, c.max_rolling_batch_prefill_tokens};
+    return {int(concurrent_sequences(c)), c.max_rolling_batch_prefill_tokens};
   }
 
   // Under dynamic batching: whether the held requests go now (the batch is full, the oldest has
