@@ -15,6 +15,7 @@ configure() {  # src dir, build dir
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a "${extra[@]}" >"$out/configure-$(basename "$2").log" 2>&1
 }
+[[ -d .devdeps ]] && source scripts/unpack_device_deps.sh
 configure . build-gpu
 builds=(build-gpu)
 if [[ -n ${BASE_SRC:-} ]]; then
