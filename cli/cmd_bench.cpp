@@ -1,7 +1,7 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,8x512]
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--kv-cache-dtype auto|fp8]
 //           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
-//           [--profile] [--json] [--tensor-parallel-degree N]
+//           [--profile] [--json] [--tensor-parallel-degree N] [--quantize dynamic_int8]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step
 // per batch size, the bandwidth a decode step achieves (weights + KV read / step time) against the
@@ -19,6 +19,7 @@
 #include "engine/core/error.h"
 #include "engine/model/known_shapes.h"
 #include "engine/model/model.h"
+#include "engine/model/quantization.h"
 #include "kernels/kv_dtype.h"
 #if LMX_HAVE_CUDA_BACKEND
 #include "engine/backend/cuda/cuda_backend.h"
@@ -34,7 +35,7 @@ constexpr const char* kUsage =
     "                 [--prefill 512,4096,8x512] [--batches 1,8,32,64] [--context 512]\n"
     "                 [--steps 32] [--kv-cache-dtype auto|fp8] [--graphs] [--generic]\n"
     "                 [--cublas-gemv] [--unfused-decode] [--untuned-gemm] [--profile] [--json]\n"
-    "                 [--verbose] [--tensor-parallel-degree N]\n"
+    "                 [--verbose] [--tensor-parallel-degree N] [--quantize dynamic_int8]\n"
     "\n"
     "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
     "random weights of a named shape (made in GPU memory) or a model directory.\n"
@@ -49,6 +50,7 @@ constexpr const char* kUsage =
     "  --unfused-decode           norms, adds and activation as separate decode kernels\n"
     "  --untuned-gemm             cuBLAS's default algorithm for every GEMM\n"
     "  --profile                  per-op times of eager steps (not with --graphs)\n"
+    "  --quantize dynamic_int8    int8 weights, one scale an output row (option.quantize)\n"
     "  --json                     JSON instead of the table\n";
 
 }  // namespace
@@ -201,7 +203,7 @@ nlohmann::json all_reduce_report(int degree, const DecoderDesc& d, CudaDtype dty
 int run_bench(int argc, char** argv) {
   const Args args(argc, argv,
                   {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context",
-                   "--steps", "--kv-cache-dtype", "--tensor-parallel-degree"},
+                   "--steps", "--kv-cache-dtype", "--tensor-parallel-degree", "--quantize"},
                   {"--json", "--verbose", "--graphs", "--generic", "--cublas-gemv",
                    "--unfused-decode", "--untuned-gemm", "--profile", "--help", "-h"});
   if (args.has("--help") || args.has("-h")) {
@@ -243,13 +245,19 @@ int run_bench(int argc, char** argv) {
     prefill_blocks = std::max(prefill_blocks, long(p.prompts) * ((p.tokens + bs - 1) / bs));
   o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs), prefill_blocks);
 
+  // dynamic_int8 (per output channel) on random weights; a --model is quantized as it loads.
+  const std::string quantize = args.get("--quantize").value_or("none");
+  if (quantize != "none" && quantize != "dynamic_int8")
+    throw_error("--quantize must be dynamic_int8 or none for lmx bench, got '{}' (smoothquant "
+                "needs a checkpoint to calibrate: lmx perplexity / generate)", quantize);
+  const LinearQuant quant = quantize == "dynamic_int8" ? dynamic_int8() : LinearQuant{};
   const std::string shape = args.get("--shape").value_or(args.has("--model") ? "" : "llama-2-7b");
   std::unique_ptr<Backend> backend;
   std::optional<LoadedModel> model;
   if (!shape.empty()) {
-    backend = make_random_cuda_backend(known_shape(shape), o, 1234);
+    backend = make_random_cuda_backend(known_shape(shape), o, 1234, quant);
   } else {
-    model = load_model(args.require("--model"));
+    model = load_model(args.require("--model"), quant);
     backend = make_cuda_backend(*model, o);
   }
   if (!backend) return 0;  // a process of an mpirun group other than 0: the leader has finished
@@ -257,9 +265,14 @@ int run_bench(int argc, char** argv) {
   const size_t elem = o.dtype == CudaDtype::F32 ? 4 : 2;
   const size_t kv_elem = size_t(kernels::kv_value_bytes(o.kv_dtype, int(elem)));
   // Bytes of weights a decode step reads: every layer's projections and the LM head.
-  double weight_bytes = double(d.vocab_size) * d.embed_dim * elem;
+  // int8 projections: a byte a weight plus a 4-byte scale a row.
+  const auto linear_bytes = [&](int64_t out_rows, int64_t in_cols) {
+    return quant.quantized() ? double(out_rows) * (double(in_cols) + 4.0)
+                             : double(out_rows) * double(in_cols) * double(elem);
+  };
+  double weight_bytes = linear_bytes(d.vocab_size, d.embed_dim);
   for (const LayerWeightRefs& L : describe_weights(d).layers)
-    for (const LinearRef* l : {&L.qkv, &L.o, &L.up, &L.down}) weight_bytes += double(l->out) * l->in * elem;
+    for (const LinearRef* l : {&L.qkv, &L.o, &L.up, &L.down}) weight_bytes += linear_bytes(l->out, l->in);
 
   nlohmann::json out;
   out["device"] = cuda_device_name();
@@ -269,6 +282,7 @@ int run_bench(int argc, char** argv) {
   out["context"] = context;
   out["cuda_graphs"] = o.cuda_graphs;
   out["path"] = o.fused ? "kernel_injection" : "generic";
+  out["quantize"] = quantize;
   out["tensor_parallel_degree"] = degree;  // bandwidth below: per GPU (each reads 1/degree)
   out["copy_bandwidth_gbps"] = measure_copy_bandwidth_gbps();
 

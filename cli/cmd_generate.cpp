@@ -2,7 +2,7 @@
 //              [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P --seed S]
 //              [--repetition-penalty R] [--ignore-eos] [--json] [--dump-logits]
 //              [--tensor-parallel-degree N]   (cpu: ranks as threads, or one a process under mpirun)
-//              [--quantize dynamic_int8|smoothquant ...]   (int8 weights; cpu for now)
+//              [--quantize dynamic_int8|smoothquant ...]   (int8 weights)
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -113,9 +113,6 @@ int run_generate(int argc, char** argv) {
     backend = make_cpu_backend(model, {block_size, blocks}, int(degree));
     if (!backend) return 0;  // a process of an mpirun group other than 0: the leader has finished
   } else {
-    if (degree > 1)
-      spdlog::warn("--tensor-parallel-degree {} on cuda: NCCL ranks are new and not yet verified "
-                   "on GPUs (docs/tensor-parallel.md)", degree);
 #if LMX_HAVE_CUDA_BACKEND
     CudaBackendOptions o;
     o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));

@@ -24,7 +24,8 @@ inline constexpr const char* kCalibrationSamplesFlag = "--smoothquant-calibratio
 // The flags' help, printed after a command's usage.
 inline constexpr const char* kQuantUsage =
     "  --quantize dynamic_int8 [--quantize-group-size N]: int8 weights quantized at load (per\n"
-    "    output channel, or per N input columns), fp32 activations; device cpu for now\n"
+    "    output channel, or per N input columns; cuda: per output channel), activations in\n"
+    "    the compute dtype\n"
     "  --quantize smoothquant [--smoothquant-alpha A] [--smoothquant-calibration-file F]\n"
     "    [--smoothquant-calibration-samples N]: W8A8 (int8 weights and per-token activations)\n"
     "    after calibrating on F (default: a text built into LMX); alpha in [0, 1], unset:\n"

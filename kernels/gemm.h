@@ -48,7 +48,8 @@ class GemmContext {
   std::unique_ptr<Tuned> tuned_;
 };
 
-// y [M, w.out] = x [M, w.in] · w.weight^T; w.bias must be null.
+// y [M, w.out] = x [M, w.in] · w.weight^T; w.bias must be null, and w not int8 (cuBLAS takes T
+// weights: dequantize_int8 first, kernels/quantize.h).
 template <typename T>
 void linear(GemmContext& ctx, const T* x, const LinearWeights<T>& w, T* y, int M,
             cudaStream_t stream);
@@ -82,8 +83,10 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
 // graph-capturable (the first call in a process queries the SM count and occupancy once and caches
 // them). 8 rows is the tensor-core tile's width, not a tuning choice. Design: kernels/cuda/gemv.cu;
 // speed against cuBLAS: bench/kernels/gemv_bench.cu.
+// int8 weights (LinearWeights::int8(), dynamic_int8): the same launchers read the int8 values and
+// scale each output row by its q_scale (K % 16 == 0); the bytes streamed halve.
 constexpr int kSkinnyMaxRows = 8;
-bool skinny_supported(int M, int K);
+bool skinny_supported(int M, int K, bool int8_weights = false);
 // y [M, N] = x [M, K] · w.weight^T; like linear, no bias (w.bias must be null).
 template <typename T>
 void skinny_linear(const T* x, const LinearWeights<T>& w, T* y, int M, cudaStream_t stream);

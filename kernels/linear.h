@@ -1,9 +1,13 @@
 // One projection's parameters as the GEMM kernels take them:
-//   y[M, out] = x[M, in] · weight^T (+ bias).
-// weight: [out, in] row-major (nn.Linear); bias: [out] or null; host memory for the CPU kernels,
-// device memory for the CUDA ones. The model-level Linear (engine/model/linear.h) hands its kernels
-// this view; quantized storage will add its scales here.
+//   y[M, out] = x[M, in] · W^T (+ bias).
+// W is `weight` ([out, in] row-major, nn.Linear's layout, in the compute type T), or, for a
+// dynamic_int8 projection (quant/int8.h, per output channel), the int8 values `q` [out, in] with
+// one fp32 scale a row `q_scale` [out]: W[o, k] = q[o, k] * q_scale[o]. bias: [out] or null. Host
+// memory for the CPU kernels, device memory for the CUDA ones. The model-level Linear
+// (engine/model/linear.h) hands its kernels this view.
 #pragma once
+
+#include <cstdint>
 
 namespace lmx::kernels {
 
@@ -12,7 +16,10 @@ struct LinearWeights {
   const T* weight = nullptr;
   const T* bias = nullptr;
   int out = 0, in = 0;
-  LinearWeights without_bias() const { return {weight, nullptr, out, in}; }
+  const int8_t* q = nullptr;       // int8 weights [out, in] (weight is then null)
+  const float* q_scale = nullptr;  // [out]
+  bool int8() const { return q != nullptr; }
+  LinearWeights without_bias() const { return {weight, nullptr, out, in, q, q_scale}; }
 };
 
 }  // namespace lmx::kernels

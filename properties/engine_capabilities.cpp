@@ -8,9 +8,9 @@ EngineCapabilities EngineCapabilities::cpu_only() {
   c.devices = {Device::Cpu};
   c.dtypes = {Dtype::Fp32};
   c.cuda_graphs = false;
-  c.max_tensor_parallel_degree = 1;  // NCCL tensor parallelism on CUDA: not yet
+  c.max_tensor_parallel_degree = 1;  // no CUDA: one rank a device
   c.cpu_tensor_parallel = true;      // the CPU reference's ranks as threads
-  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant}}};  // cuda: not yet
+  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant}}};
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};
   return c;
@@ -22,6 +22,8 @@ EngineCapabilities EngineCapabilities::this_build() {
   c.devices.insert(Device::Cuda);
   c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});  // cuda only: a conflict on cpu
   c.cuda_graphs = true;
+  c.max_tensor_parallel_degree = 1 << 20;  // NCCL ranks, one a GPU: the GPU count bounds it
+  c.quantize[Device::Cuda] = {Quantize::DynamicInt8};  // per output channel (no group size)
 #endif
   return c;
 }

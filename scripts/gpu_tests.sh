@@ -42,7 +42,7 @@ done
 # Every model family through lmx-server on the GPU (fp32: greedy ids equal transformers').
 [[ " $suites " == *" e2e_families "* ]] || exit $status
 echo "== e2e_families (cuda)"
-LMX_E2E_DEVICE=cuda python3 tests/container/e2e_families.py --server build-gpu/bin/lmx-server \
+LMX_E2E_DEVICE=cuda LMX_E2E_GPUS=$gpus python3 tests/container/e2e_families.py --server build-gpu/bin/lmx-server \
   --plugin build-gpu/lib/liblmx.so --fixtures tests/fixtures/parity >"$log_dir/e2e_families.log" 2>&1 ||
   status=1
 grep -E "checks passed|FAIL" "$log_dir/e2e_families.log" | head -20

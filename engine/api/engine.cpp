@@ -105,9 +105,6 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
                                       const LoadedModel& model, int replica) {
   if (config.device == properties::Device::Cpu)
     return make_cpu_backend(model, plan_cpu_kv(config, model.desc), config.tensor_parallel_degree);
-  if (config.tensor_parallel_degree > 1)
-    throw_error("option.tensor_parallel_degree={}: tensor parallelism on cuda (NCCL) is not built "
-                "yet; this build runs it on device cpu only", config.tensor_parallel_degree);
 #if LMX_HAVE_CUDA_BACKEND
   CudaBackendOptions o;
   o.dtype = cuda_dtype(config.dtype, model.config);
@@ -117,6 +114,7 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
   o.max_step_tokens = std::max(config.max_rolling_batch_prefill_tokens, o.max_sequences);
   o.cuda_graphs = config.enable_cuda_graph;
   o.fused = model.architecture->fused_policy;
+  o.tensor_parallel_degree = config.tensor_parallel_degree;
   o.first_device = replica * config.tensor_parallel_degree;
   return make_cuda_backend(model, o);
 #else

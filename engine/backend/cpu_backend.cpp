@@ -137,7 +137,7 @@ class CpuBackend final : public Backend {
                              [](const WeightRef& ref, WeightKind) {
                                return ref.present() ? materialize_f32(ref) : Buffer{};
                              },
-                             [&](CpuLinear& L, const std::string& label) {
+                             [&](CpuLinear& L, const std::string& label, const auto*) {
                                quantize_linear(L, label, tp_);
                              });
     quantize_tied_head(w_, tp_);

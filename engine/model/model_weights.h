@@ -47,8 +47,8 @@ inline std::string linear_label(size_t layer, const char* role) {
 
 // map_weights' default finish: nothing.
 struct KeepLinear {
-  template <typename L>
-  void operator()(L&, const std::string&) const {}
+  template <typename L, typename N>
+  void operator()(L&, const std::string&, const N*) const {}
 };
 
 // Builds the same structure over other buffers: make(const From&, WeightKind) -> To is called
@@ -56,13 +56,16 @@ struct KeepLinear {
 // absent ones (make returns an empty To for an empty From). finish(Linear<To>&, label) runs on
 // each projection as soon as it is made (present or not), before the next weight is made: a
 // backend quantizes there, so at most one projection is held in full precision at a time
-// (a tied LM head's weight is empty there: it is the embedding).
+// (a tied LM head's weight is empty there: it is the embedding). finish's third argument is the
+// norm whose output the projection reads, already made: the layer's attn_norm for qkv, its
+// mlp_norm for gate/up (attn_norm when the layer has one norm); null for the others.
 template <typename To, typename From, typename Make, typename Finish = KeepLinear>
 ModelWeights<To> map_weights(const ModelWeights<From>& w, Make&& make, Finish&& finish = {}) {
   const auto norm = [&](const Norm<From>& n) {
     return Norm<To>{make(n.weight, WeightKind::NormWeight), make(n.bias, WeightKind::Bias)};
   };
-  const auto linear = [&](const Linear<From>& l, const std::string& label) {
+  const auto linear = [&](const Linear<From>& l, const std::string& label,
+                          const Norm<To>* input_norm) {
     if constexpr (!kHoldsQuantized<To>) {
       if (l.quant.quantized())
         throw_error("{}: a quantized projection ([{}, {}], option.quantize={}) cannot be held by "
@@ -77,23 +80,28 @@ ModelWeights<To> map_weights(const ModelWeights<From>& w, Make&& make, Finish&& 
     out.in = l.in;
     out.shard = l.shard;
     out.quant = l.quant;
-    finish(out, label);
+    finish(out, label, input_norm);
     return out;
   };
   ModelWeights<To> m;
   m.embed = make(w.embed, WeightKind::Matrix);
   m.position_embed = make(w.position_embed, WeightKind::Matrix);
   m.embed_norm = norm(w.embed_norm);
-  m.project_in = linear(w.project_in, "project_in");
+  m.project_in = linear(w.project_in, "project_in", nullptr);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights<From>& l = w.layers[i];
-    m.layers.push_back({norm(l.attn_norm), linear(l.qkv, linear_label(i, "qkv")),
-                        linear(l.o, linear_label(i, "o")), norm(l.mlp_norm),
-                        linear(l.up, linear_label(i, "up")), linear(l.down, linear_label(i, "down"))});
+    LayerWeights<To>& layer = m.layers.emplace_back();
+    layer.attn_norm = norm(l.attn_norm);
+    layer.qkv = linear(l.qkv, linear_label(i, "qkv"), &layer.attn_norm);
+    layer.o = linear(l.o, linear_label(i, "o"), nullptr);
+    layer.mlp_norm = norm(l.mlp_norm);
+    layer.up = linear(l.up, linear_label(i, "up"),
+                      l.mlp_norm.weight.empty() ? &layer.attn_norm : &layer.mlp_norm);
+    layer.down = linear(l.down, linear_label(i, "down"), nullptr);
   }
   m.final_norm = norm(w.final_norm);
-  m.project_out = linear(w.project_out, "project_out");
-  m.lm_head = linear(w.lm_head, "lm_head");
+  m.project_out = linear(w.project_out, "project_out", nullptr);
+  m.lm_head = linear(w.lm_head, "lm_head", nullptr);
   m.lm_head_tied = w.lm_head_tied;
   return m;
 }

@@ -55,26 +55,42 @@ inline bool vec_ok(int cols, size_t elem, std::initializer_list<const void*> ptr
   return true;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+// `op` (associative, commutative) over the warp's 32 values; every lane gets it.
+template <typename Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
-// Sum over the block (any blockDim.x that is a multiple of 32, up to 1024); every thread gets it.
-// `scratch` is 33 floats of shared memory; safe to call repeatedly with the same scratch.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+__device__ __forceinline__ float warp_sum(float v) {
+  return warp_reduce(v, [](float a, float b) { return a + b; });
+}
+
+// `op` over the block (any blockDim.x that is a multiple of 32, up to 1024), `identity` its
+// neutral value; every thread gets it. `scratch` is 33 floats of shared memory; safe to call
+// repeatedly with the same scratch.
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float v, float* scratch, float identity, Op op) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
+  v = warp_reduce(v, op);
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = lane < warps ? scratch[lane] : 0.0f;
-    v = warp_sum(v);
+    v = lane < warps ? scratch[lane] : identity;
+    v = warp_reduce(v, op);
     if (lane == 0) scratch[32] = v;
   }
   __syncthreads();
   return scratch[32];
+}
+
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  return block_reduce(v, scratch, 0.0f, [](float a, float b) { return a + b; });
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  return block_reduce(v, scratch, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
 }
 
 }  // namespace lmx::kernels::cuda::detail

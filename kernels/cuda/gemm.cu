@@ -53,11 +53,15 @@ struct GemmContext::Tuned {
 namespace {
 
 // linear and linear_f32_out add no bias (fused elementwise ops do): refuse one, never drop it.
+// ... and take weights in T: int8 ones are refused, never read as T.
 template <typename T>
 void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
   if (w.bias)
     throw std::invalid_argument(std::string(launcher) +
                                 ": adds no bias (pass w.without_bias() and add it in a fused op)");
+  if (w.int8())
+    throw std::invalid_argument(std::string(launcher) +
+                                ": takes weights in T (dequantize int8 ones first: kernels/quantize.h)");
 }
 
 void check(cublasStatus_t s, const char* what) {

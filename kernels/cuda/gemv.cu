@@ -35,6 +35,13 @@
 // - The grid is sized to the GPU (SMs x blocks per SM, queried once) and the tiles are dealt
 //   evenly: every block gets the same number of tiles, give or take one in a few blocks.
 //
+// - int8 weights (dynamic_int8, W8A16, one fp32 scale an output row): the same kernel with W =
+//   int8_t. A 16-byte chunk then holds 16 k of a row; the lane converts it in registers to two
+//   8-k chunks of T (exact: |q| <= 127) and feeds two mma steps with the two matching x chunks,
+//   so the k order stays the same permutation on both operands. Half the bytes a k, so an
+//   iteration has half the k-steps and the ring one more stage (the same 64 KB an SM in flight).
+//   The row's scale multiplies the tile's fp32 sums before the epilogue.
+//
 // Launchers allocate nothing and never synchronize (graph capture).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -85,19 +92,28 @@ namespace {
 constexpr int kTileRows = 16;           // weight rows per tile: the mma's M
 constexpr int kWarps = LMX_GEMV_WARPS;  // warps a block, splitting K of one tile
 constexpr int kThreads = kWarps * 32;
-constexpr int kSteps = LMX_GEMV_STEPS;    // k-steps an iteration: 2 x 16 B copies each
-constexpr int kStages = LMX_GEMV_STAGES;  // iterations in a lane's ring (kStages - 1 in flight)
-constexpr int kStride = kWarps * 4;       // chunks from one of a warp's k-steps to its next
-constexpr int kIterChunks = kStride * kSteps;    // chunks a warp covers an iteration
+constexpr int kStride = kWarps * 4;     // chunks from one of a warp's k-steps to its next
 constexpr int kMinBlocks = LMX_GEMV_MIN_BLOCKS;  // resident blocks per SM (register budget)
 constexpr int kGridBlocksPerSm = LMX_GEMV_GRID_BLOCKS_PER_SM;  // blocks launched per SM (<= that)
-// The ring: [kStages][kSteps][lo, hi][kThreads] 16-byte slots (consecutive lanes, consecutive
-// slots: conflict-free). Dynamic shared memory (more than the 48 KB a static array may have).
-constexpr int kStageSlots = kSteps * 2 * kThreads;
-constexpr int kRingBytes = kStages * kStageSlots * 16;
-static_assert(kWarps >= 1 && kThreads <= 1024 && kSteps >= 1 && kStages >= 2 && kMinBlocks >= 1);
-static_assert(kRingBytes <= 200 * 1024, "the ring and the block's static shared memory fit an SM");
-static_assert(kGridBlocksPerSm >= 1);
+static_assert(kWarps >= 1 && kThreads <= 1024 && kMinBlocks >= 1 && kGridBlocksPerSm >= 1);
+
+// The weight stream's shape for weight element W: T (8 k a 16-byte chunk) or int8_t (16 k).
+template <typename W>
+struct Stream {
+  static constexpr bool kInt8 = std::is_same_v<W, int8_t>;
+  static constexpr int kXChunks = kInt8 ? 2 : 1;  // 16-byte chunks of x (8 k) a weight chunk spans
+  // k-steps an iteration (2 x 16 B copies a lane each) and iterations in a lane's ring (kStages -
+  // 1 in flight): int8 halves the steps and adds a stage, so as many bytes stay in flight.
+  static constexpr int kSteps = kInt8 ? (LMX_GEMV_STEPS + 1) / 2 : LMX_GEMV_STEPS;
+  static constexpr int kStages = kInt8 ? LMX_GEMV_STAGES + 1 : LMX_GEMV_STAGES;
+  static constexpr int kIterChunks = kStride * kSteps;  // weight chunks a warp covers an iteration
+  // The ring: [kStages][kSteps][lo, hi][kThreads] 16-byte slots (consecutive lanes, consecutive
+  // slots: conflict-free). Dynamic shared memory (more than the 48 KB a static array may have).
+  static constexpr int kStageSlots = kSteps * 2 * kThreads;
+  static constexpr int kRingBytes = kStages * kStageSlots * 16;
+  static_assert(kSteps >= 1 && kStages >= 2);
+  static_assert(kRingBytes <= 200 * 1024, "the ring and the block's static shared memory fit an SM");
+};
 
 // x: 16 bytes through L2 only, or zeros without touching memory when !pred. Not the read-only
 // (.nc) path: x is written by the kernel this one overlaps (programmatic dependent launch), so it
@@ -129,6 +145,49 @@ __device__ __forceinline__ void mma_step(float (&acc)[4], const uint4& w_lo, con
   mma_m16n8k16<T>(d1, a1, xv.z, xv.w);
 #pragma unroll
   for (int i = 0; i < 4; ++i) acc[i] += d0[i] + d1[i];
+}
+
+// Two int8 weights (bytes 2i, 2i + 1 of `word`) as one fragment register of T, exactly.
+//   __half: the byte plus 128 (sign bit flipped) as the mantissa of 1024.0 (0x64xx), minus 1152.
+//   bf16: too few mantissa bits for that; each byte through the same trick in fp32 (2^23), then
+//   packed (exact: |q| <= 127 has 7 significant bits).
+template <typename T>
+__device__ __forceinline__ uint32_t int8_pair(uint32_t word, int i) {
+  const uint32_t u = word ^ 0x80808080u;  // each byte: q + 128
+  if constexpr (std::is_same_v<T, __half>) {
+    const uint32_t biased = __byte_perm(u, 0x64646464u, i == 0 ? 0x5140u : 0x5342u);
+    const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&biased), __half2half2(__ushort_as_half(0x6480)));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, i == 0 ? 0x7440u : 0x7442u)) - 8388736.0f;
+    const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, i == 0 ? 0x7441u : 0x7443u)) - 8388736.0f;
+    return pack2<T>(lo, hi);
+  }
+}
+
+// A chunk of 16 int8 weights (k 0..15 of the chunk) as two chunks of 8 T: k 0..7 and k 8..15.
+template <typename T>
+__device__ __forceinline__ void int8_chunk(const uint4& q, uint4& first, uint4& second) {
+  first = make_uint4(int8_pair<T>(q.x, 0), int8_pair<T>(q.x, 1), int8_pair<T>(q.y, 0),
+                     int8_pair<T>(q.y, 1));
+  second = make_uint4(int8_pair<T>(q.z, 0), int8_pair<T>(q.z, 1), int8_pair<T>(q.w, 0),
+                      int8_pair<T>(q.w, 1));
+}
+
+// acc += one k-step of weight element W: the lane's chunks of weight rows g and g + 8 against
+// its x chunks of row g (one for T, two for int8: k 0..7 and 8..15 of the weight chunk).
+template <typename T, typename W>
+__device__ __forceinline__ void weight_step(float (&acc)[4], const uint4& w_lo, const uint4& w_hi,
+                                            const uint4 (&xv)[Stream<W>::kXChunks]) {
+  if constexpr (Stream<W>::kInt8) {
+    uint4 lo0, lo1, hi0, hi1;
+    int8_chunk<T>(w_lo, lo0, lo1);
+    int8_chunk<T>(w_hi, hi0, hi1);
+    mma_step<T>(acc, lo0, hi0, xv[0]);
+    mma_step<T>(acc, lo1, hi1, xv[1]);
+  } else {
+    mma_step<T>(acc, w_lo, w_hi, xv[0]);
+  }
 }
 
 // Sum of squares of the 8 elements of x in one 16-byte chunk (fp32).
@@ -327,21 +386,24 @@ struct RopeKvWrite {
 // the end, so that waiting for all but the kStages - 2 newest groups always means "up to this
 // iteration"). Lane (g, t) copies chunks 4 x (warp + s x kWarps) + t of weight rows g and g + 8
 // for every k-step s: exactly the chunks its mma fragments need.
-template <typename T, typename Epilogue>
+template <typename W, typename Epilogue>
 struct WeightRing {
-  const T* w;
+  using S = Stream<W>;
+  static constexpr int kSteps = S::kSteps, kStages = S::kStages;
+  static constexpr int kStageSlots = S::kStageSlots, kIterChunks = S::kIterChunks;
+  const W* w;
   Epilogue epi;  // by value: a reference to the kernel parameter would copy it to the stack
   uint4* slots;  // this lane's slot of stage 0, step 0, lo; the others kThreads apart
   int K, chunks, first, g, iters, total;
   int issued = 0, tile, it = 0;  // the next iteration to issue: its index, tile and iteration
 
-  __device__ WeightRing(const T* w, const Epilogue& epi, uint4* ring, int K, int first, int g,
+  __device__ WeightRing(const W* w, const Epilogue& epi, uint4* ring, int K, int first, int g,
                         int iters, int block_tiles)
       : w(w),
         epi(epi),
         slots(ring + threadIdx.x),
         K(K),
-        chunks(K / 8),
+        chunks(K * int(sizeof(W)) / 16),
         first(first),
         g(g),
         iters(iters),
@@ -384,15 +446,19 @@ struct WeightRing {
 // so one barrier a tile) and hands them to the epilogue. kRmsInput: each x row enters scaled by
 // 1 / sqrt(mean(x^2) + eps), applied to the results (the sums of squares are taken from the first
 // tile's x loads: every element of x row g is loaded by exactly one lane of the block with that g).
-template <typename T, typename Epilogue, bool kRmsInput>
+// W = int8_t: w_scale [N] multiplies each weight row's results (null for T weights).
+template <typename T, typename W, typename Epilogue, bool kRmsInput>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    skinny_kernel(const T* x, const T* __restrict__ w, Epilogue epi, int M, int K, float eps) {
+    skinny_kernel(const T* x, const W* __restrict__ w, const float* __restrict__ w_scale,
+                  Epilogue epi, int M, int K, float eps) {
+  using S = Stream<W>;
+  constexpr int kSteps = S::kSteps, kIterChunks = S::kIterChunks, kX = S::kXChunks;
   extern __shared__ uint4 ring[];  // WeightRing's slots
   __shared__ float4 partial[2][kWarps][32];
   __shared__ float row_ss[kWarps][8];  // per warp, per x row: sum of squares (kRmsInput)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment row group and k pair
-  const int chunks = K / 8;              // 16-byte chunks a row
+  const int chunks = K * int(sizeof(W)) / 16;  // 16-byte weight chunks a row
   const int first = 4 * warp + t;        // the lane's first chunk: step `warp`, chunk t of it
   const int tiles = epi.tiles();
   const int block_tiles = int(blockIdx.x) < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
@@ -401,7 +467,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const int reach = chunks - 4 * warp;
   const int iters = reach > 0 ? (reach + kIterChunks - 1) / kIterChunks : 0;
   const bool has_x = g < M;  // x rows past M are the mma's zero padding
-  const uint4* xr = reinterpret_cast<const uint4*>(x + size_t(has_x ? g : 0) * K) + first;
+  // x chunk j of weight chunk c is chunk c x kX + j of the row.
+  const uint4* xr = reinterpret_cast<const uint4*>(x + size_t(has_x ? g : 0) * K) + first * kX;
   const int m0 = 2 * t, m1 = 2 * t + 1;  // the x rows of this lane's results
   float scale0 = 1.0f, scale1 = 1.0f;    // their RMS factors (warp 0, from the first tile)
 
@@ -421,19 +488,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (m1 < M) info1 = epi.row_info(m1);
   }
   prefetch(blockIdx.x);
-  WeightRing<T, Epilogue> stream(w, epi, ring, K, first, g, iters, block_tiles);
-  for (int s = 0; s < kStages - 1; ++s) stream.issue();
+  WeightRing<W, Epilogue> stream(w, epi, ring, K, first, g, iters, block_tiles);
+  for (int s = 0; s < S::kStages - 1; ++s) stream.issue();
   pdl::wait_for_primary();  // x is the previous kernel's output (and y may still be read by it)
 
   // x of iteration i of a tile (the same for every tile): loaded one iteration ahead, so that
   // its latency (L2, under the weight stream's load) overlaps the iteration before.
-  auto load_x_iteration = [&](uint4(&xv)[kSteps], int i) {
-    const int c0 = i * kIterChunks;  // chunks past the lane's first
+  auto load_x_iteration = [&](uint4(&xv)[kSteps][kX], int i) {
+    const int c0 = i * kIterChunks;  // weight chunks past the lane's first
 #pragma unroll
     for (int u = 0; u < kSteps; ++u)
-      xv[u] = load_x(xr + c0 + u * kStride, has_x && first + c0 + u * kStride < chunks);
+#pragma unroll
+      for (int j = 0; j < kX; ++j)
+        xv[u][j] = load_x(xr + (c0 + u * kStride) * kX + j,
+                          has_x && first + c0 + u * kStride < chunks);
   };
-  uint4 xv[kSteps];
+  uint4 xv[kSteps][kX];
   load_x_iteration(xv, 0);
   int n = 0;  // the block's iteration being multiplied
   int buf = 0;
@@ -441,20 +511,30 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const bool first_tile = tile == int(blockIdx.x);
     if (!first_tile) prefetch(tile);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;
+    // The tile's two weight rows' scales (int8), loaded under the weight stream.
+    float2 row_scale = make_float2(1.0f, 1.0f);
+    if (S::kInt8 && warp == 0) {
+      const int2 r = epi.rows(tile, g);
+      row_scale = make_float2(__ldg(w_scale + r.x), __ldg(w_scale + r.y));
+    }
     for (int i = 0; i < iters; ++i, ++n) {
-      uint4 x_next[kSteps], lo[kSteps], hi[kSteps];
+      uint4 x_next[kSteps][kX], lo[kSteps], hi[kSteps];
       load_x_iteration(x_next, i + 1 < iters ? i + 1 : 0);  // past the last tile: unused
       stream.take(n, lo, hi);
       stream.issue();  // into the slots taken one iteration ago
 #pragma unroll
-      for (int u = 0; u < kSteps; ++u) mma_step<T>(acc, lo[u], hi[u], xv[u]);
+      for (int u = 0; u < kSteps; ++u) weight_step<T, W>(acc, lo[u], hi[u], xv[u]);
       if constexpr (kRmsInput) {
         if (first_tile)
 #pragma unroll
-          for (int u = 0; u < kSteps; ++u) ss += sum_squares<T>(xv[u]);
+          for (int u = 0; u < kSteps; ++u)
+#pragma unroll
+            for (int j = 0; j < kX; ++j) ss += sum_squares<T>(xv[u][j]);
       }
 #pragma unroll
-      for (int u = 0; u < kSteps; ++u) xv[u] = x_next[u];
+      for (int u = 0; u < kSteps; ++u)
+#pragma unroll
+        for (int j = 0; j < kX; ++j) xv[u][j] = x_next[u][j];
     }
     if (first_tile) pdl::allow_dependents();  // after the wait: pdl.cuh
     partial[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -479,6 +559,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       s.x += p.x, s.y += p.y, s.z += p.z, s.w += p.w;
     }
     // s = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1] with D[r][m] = y[m][tile row r].
+    s.x *= row_scale.x, s.y *= row_scale.x, s.z *= row_scale.y, s.w *= row_scale.y;
     if (m0 < M) epi.store(m0, info0, pre0, tile, g, s.x * scale0, s.z * scale0);
     if (m1 < M) epi.store(m1, info1, pre1, tile, g, s.y * scale1, s.w * scale1);
   }
@@ -487,14 +568,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // Blocks for `tiles` tiles: at most SMs x kGridBlocksPerSm (and what the GPU holds at once of this
 // kernel instance, queried on its first launch and cached: one device model per process), spread
 // so every block gets the same number of tiles (ceil(tiles / grid), a few one less).
-template <typename T, typename Epilogue, bool kRmsInput>
+template <typename T, typename W, typename Epilogue, bool kRmsInput>
 int grid_for(int tiles) {
   static const int resident = [] {
     int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, skinny_kernel<T, Epilogue, kRmsInput>, kThreads, kRingBytes) != cudaSuccess) {
+            &per_sm, skinny_kernel<T, W, Epilogue, kRmsInput>, kThreads,
+            Stream<W>::kRingBytes) != cudaSuccess) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
       sms = 132, per_sm = kMinBlocks;
     }
@@ -504,21 +586,33 @@ int grid_for(int tiles) {
   return (tiles + rounds - 1) / rounds;
 }
 
-template <typename T, bool kRmsInput, typename Epilogue>
-void launch(const T* x, const T* w, const Epilogue& epi, int M, int K, float eps,
-            cudaStream_t stream) {
+template <typename T, typename W, bool kRmsInput, typename Epilogue>
+void launch_stream(const T* x, const W* w, const float* w_scale, const Epilogue& epi, int M, int K,
+                   float eps, cudaStream_t stream) {
   const int tiles = epi.tiles();
   if (M <= 0 || tiles <= 0) return;
-  auto* kernel = skinny_kernel<T, Epilogue, kRmsInput>;
+  auto* kernel = skinny_kernel<T, W, Epilogue, kRmsInput>;
   // Raised on every launch (cheap, per device, allowed during graph capture), and before the
   // occupancy query in grid_for.
-  constexpr int smem = kRingBytes;
+  constexpr int smem = Stream<W>::kRingBytes;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  const int grid = grid_for<T, Epilogue, kRmsInput>(tiles);
+  const int grid = grid_for<T, W, Epilogue, kRmsInput>(tiles);
   if (LMX_GEMV_PDL)
-    pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, x, w, epi, M, K, eps);
+    pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, x, w, w_scale, epi, M,
+                          K, eps);
   else
-    kernel<<<grid, kThreads, smem, stream>>>(x, w, epi, M, K, eps);
+    kernel<<<grid, kThreads, smem, stream>>>(x, w, w_scale, epi, M, K, eps);
+}
+
+// w's weights in T or, when w.int8(), its int8 values and row scales (K % 16 == 0).
+template <typename T, bool kRmsInput, typename Epilogue>
+void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M, float eps,
+            cudaStream_t stream) {
+  if (!w.int8()) return launch_stream<T, T, kRmsInput>(x, w.weight, nullptr, epi, M, w.in, eps, stream);
+  if (w.in % 16 != 0 || !w.q_scale)
+    throw std::invalid_argument("skinny linear: int8 weights need K % 16 == 0 and row scales (K = " +
+                                std::to_string(w.in) + ")");
+  launch_stream<T, int8_t, kRmsInput>(x, w.q, w.q_scale, epi, M, w.in, eps, stream);
 }
 
 // The launchers whose epilogue adds no bias refuse one rather than drop it.
@@ -531,26 +625,28 @@ void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
 
 }  // namespace
 
-bool skinny_supported(int M, int K) { return M >= 1 && M <= kSkinnyMaxRows && K % 8 == 0; }
+bool skinny_supported(int M, int K, bool int8_weights) {
+  return M >= 1 && M <= kSkinnyMaxRows && K % (int8_weights ? 16 : 8) == 0;
+}
 
 template <typename T>
 void skinny_linear(const T* x, const LinearWeights<T>& w, T* y, int M, cudaStream_t stream) {
   require_no_bias(w, "skinny_linear");
-  launch<T, false>(x, w.weight, StoreRows<T>{{}, y, w.out}, M, w.in, 0.0f, stream);
+  launch<T, false>(x, w, StoreRows<T>{{}, y, w.out}, M, 0.0f, stream);
 }
 
 template <typename T>
 void skinny_linear_f32_out(const T* x, const LinearWeights<T>& w, float* y, int M,
                            cudaStream_t stream) {
   require_no_bias(w, "skinny_linear_f32_out");
-  launch<T, false>(x, w.weight, StoreRows<float>{{}, y, w.out}, M, w.in, 0.0f, stream);
+  launch<T, false>(x, w, StoreRows<float>{{}, y, w.out}, M, 0.0f, stream);
 }
 
 template <typename T>
 void skinny_linear_rms(const T* x, float eps, const LinearWeights<T>& w, T* y, int M,
                        cudaStream_t stream) {
   require_no_bias(w, "skinny_linear_rms");
-  launch<T, true>(x, w.weight, StoreRows<T>{{}, y, w.out}, M, w.in, eps, stream);
+  launch<T, true>(x, w, StoreRows<T>{{}, y, w.out}, M, eps, stream);
 }
 
 template <typename T>
@@ -561,16 +657,15 @@ void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const L
                                 " is not 2 x inter (gate rows, then up rows)");
   const int inter = w.out / 2;
   detail::with_activation(kind, [&](auto a) {
-    launch<T, true>(x, w.weight, GatedActivation<T, decltype(a)::value>{{}, y, w.bias, inter}, M,
-                    w.in, eps, stream);
+    launch<T, true>(x, w, GatedActivation<T, decltype(a)::value>{{}, y, w.bias, inter}, M, eps,
+                    stream);
   });
 }
 
 template <typename T>
 void skinny_linear_add(const T* x, const LinearWeights<T>& w, T* residual, int M,
                        cudaStream_t stream) {
-  launch<T, false>(x, w.weight, AddToResidual<T>{{}, residual, w.bias, w.out}, M, w.in, 0.0f,
-                   stream);
+  launch<T, false>(x, w, AddToResidual<T>{{}, residual, w.bias, w.out}, M, 0.0f, stream);
 }
 
 bool rope_epilogue_supported(int rotary_dim, int head_dim) {
@@ -585,7 +680,7 @@ void skinny_linear_rms_rope_kv(const T* x, float eps, const LinearWeights<T>& w,
                                cudaStream_t stream) {
   const RopeKvWrite<T, C> epi{qkv,      w.out,      w.bias, token_pos, token_seq, block_tables,
                               inv_freq, rotary_dim, heads,  k_cache,   v_cache,   layout};
-  launch<T, true>(x, w.weight, epi, M, w.in, eps, stream);
+  launch<T, true>(x, w, epi, M, eps, stream);
 }
 
 #define LMX_INSTANTIATE_ROPE_KV(T, C)                                                           \

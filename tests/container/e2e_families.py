@@ -3,7 +3,8 @@ weights, vocabulary of 256) behind a byte-level tokenizer written here (id i = b
 so the text "\\u0001" is the fixture's one-token prompt [1]). The greedy ids the server returns
 (`details`) must equal transformers' for that prompt. The device comes from LMX_E2E_DEVICE (cpu
 here and in CI; cuda on the GPU machine, where fp32 keeps greedy ids exact). On cpu each family
-is also served split over tensor-parallel ranks (threads), and /health must report the split."""
+is also served split over tensor-parallel ranks (threads), and on cuda over 2 GPUs (NCCL) when
+LMX_E2E_GPUS says the machine has 2 or more; /health must report the split."""
 import argparse
 import json
 import os
@@ -91,7 +92,10 @@ def main():
                 if f != "expected.json":
                     os.symlink(os.path.join(src, f), os.path.join(d, f))
             write_tokenizer(d)
-            degrees = [1] + ([DEGREES.get(name, 2)] if device == "cpu" else [])
+            if device == "cpu":
+                degrees = [1, DEGREES.get(name, 2)]
+            else:
+                degrees = [1, 2] if int(os.environ.get("LMX_E2E_GPUS", "1")) >= 2 else [1]
             for degree in degrees:
                 overrides = {"option.device": device, "option.dtype": "fp32",
                              "option.max_tokens": 64, "option.tensor_parallel_degree": degree}

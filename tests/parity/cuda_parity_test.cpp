@@ -14,6 +14,7 @@
 //    a checkpoint written by the test.
 // Skips with a message on machines without a GPU (CI); runs on the device (scripts/gpu_tests.sh).
 #include <algorithm>
+#include <functional>
 #include <filesystem>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "engine/generate/generator.h"
 #include "engine/core/error.h"
 #include "engine/model/model.h"
+#include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "tests/support/parity_fixtures.h"
 #include "tests/support/checkpoint_writer.h"
@@ -362,6 +364,59 @@ TEST_P(CudaHfParity, TensorParallelHalfPrecisionTopOneOnClearSteps) {
     }
   }
   EXPECT_GT(degrees, 0) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
+}
+
+// dynamic_int8 (per output channel) on the GPU against the CPU backend's int8 reference (fp32
+// activations), teacher-forced along transformers' greedy path, at degree 1 and every degree up
+// to the GPU count that splits the fixture (each rank quantizes its own slice on both sides):
+//  - fp32: the same int8 bytes (both quantize the fp32 weights), so logits within 1e-4 relative;
+//  - fp16 / bf16: the fused decode path quantizes W diag(norm weight) (the norm folded in first)
+//    where the CPU quantizes W, so the two differ by int8 rounding as well as by the dtype: logits
+//    within the half-precision tolerance plus 3e-2, top-1 equal to the CPU's wherever the CPU's
+//    own margin (top-1 minus top-2) exceeds 0.5 logits.
+TEST_P(CudaHfParity, DynamicInt8MatchesCpuInt8) {
+  REQUIRE_GPU();
+  const auto f = open_parity_fixture(GetParam());
+  const LoadedModel model = load_model(f.model_dir, dynamic_int8());
+  std::vector<int> degrees = {1};
+  for (int degree = 2; degree <= std::min(cuda_device_count(), 4); ++degree) try {
+      rank_desc(model.desc, {0, degree});
+      degrees.push_back(degree);
+    } catch (const Error&) {
+    }
+  for (int degree : degrees) {
+    auto cpu = make_cpu_backend(model, {16, 256}, degree);
+    std::vector<HalfPrecision> runs = {{CudaDtype::F32, 0.5, 1e-4}};
+    for (const HalfPrecision& h : half_precisions(model.desc)) runs.push_back({h.dtype, 0.5, h.tol + 3e-2});
+    for (const HalfPrecision& run : runs) {
+      CudaBackendOptions o = options(run.dtype);
+      o.tensor_parallel_degree = degree;
+      auto gpu = make_cuda_backend(model, o);
+      SCOPED_TRACE("degree " + std::to_string(degree) + " dtype " + std::to_string(int(run.dtype)));
+      double worst = 0;
+      int clear = 0;
+      for (const json& c : f.expected["cases"]) {
+        const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+        const auto path = c["greedy_ids"].get<std::vector<int32_t>>();
+        const auto g = forced_logits(*gpu, prompt, path);
+        const auto r = forced_logits(*cpu, prompt, path);
+        for (size_t s = 0; s < path.size(); ++s) {
+          worst = std::max(worst, rel_l2(g[s], r[s]));
+          std::vector<float> sorted = r[s];
+          std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+          if (sorted[0] - sorted[1] <= run.margin) continue;
+          ++clear;
+          EXPECT_EQ(std::max_element(g[s].begin(), g[s].end()) - g[s].begin(),
+                    std::max_element(r[s].begin(), r[s].end()) - r[s].begin())
+              << "step " << s;
+        }
+      }
+      std::printf("[ int8     ] %s degree %d dtype %d: worst relative L2 vs CPU int8 %.3g over "
+                  "%d clear steps\n", GetParam().c_str(), degree, int(run.dtype), worst, clear);
+      EXPECT_LE(worst, run.tol);
+      EXPECT_GT(clear, 5);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaHfParity, ::testing::ValuesIn(parity_fixture_names()),

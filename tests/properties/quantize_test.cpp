@@ -38,11 +38,13 @@ std::string error_of(const TempModelDir& dir, std::map<std::string, std::string>
   return ::testing::AssertionFailure() << "'" << needle << "' not in: " << haystack;
 }
 
-// A build with the CUDA backend: dynamic_int8 on cpu only (what this_build() says with CUDA).
+// A build with the CUDA backend: dynamic_int8 and smoothquant on cpu, dynamic_int8 on cuda
+// (what this_build() says with CUDA).
 EngineCapabilities with_cuda() {
   EngineCapabilities c = EngineCapabilities::cpu_only();
   c.devices.insert(Device::Cuda);
   c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});
+  c.quantize[Device::Cuda] = {Quantize::DynamicInt8};
   return c;
 }
 
@@ -63,17 +65,16 @@ TEST(Quantize, DynamicInt8RunsOnCpuFromEverySpelling) {
   EXPECT_TRUE(contains(load(file).source_of("option.quantize_group_size").note, "per output channel"));
 }
 
-TEST(Quantize, CudaRefusesDynamicInt8UntilItsKernelsExist) {
+TEST(Quantize, CudaRunsDynamicInt8PerChannelAndRefusesWhatHasNoKernels) {
   TempModelDir dir("option.device=cuda\noption.quantize=dynamic_int8\n");
-  const std::string e = error_of(dir, {}, 1, with_cuda());
-  EXPECT_TRUE(contains(e, "option.quantize=dynamic_int8 (from line 2 of"));
-  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
-  EXPECT_TRUE(contains(
-      e, "quantize dynamic_int8, smoothquant on cpu; no quantization (option.quantize unset) on cuda"));
-  TempModelDir cpu("option.device=cpu\noption.quantize=dynamic_int8\n");
-  EXPECT_EQ(load(cpu, {}, 1, with_cuda()).quantize, Quantize::DynamicInt8);
-  const std::string alias = error_of(dir, {{"HF_MODEL_QUANTIZE", "dynamic_int8"}}, 1, with_cuda());
-  EXPECT_TRUE(contains(alias, "not supported by this build of LMX yet"));
+  EXPECT_EQ(load(dir, {}, 1, with_cuda()).quantize, Quantize::DynamicInt8);
+  EXPECT_EQ(load(dir, {{"HF_MODEL_QUANTIZE", "dynamic_int8"}}, 1, with_cuda()).quantize,
+            Quantize::DynamicInt8);
+  // Grouped int8: no CUDA kernels yet, refused by name.
+  TempModelDir grouped("option.device=cuda\noption.quantize=dynamic_int8\noption.quantize_group_size=128\n");
+  const std::string g = error_of(grouped, {}, 1, with_cuda());
+  EXPECT_TRUE(contains(g, "option.quantize_group_size"));
+  EXPECT_TRUE(contains(g, "grouped int8 has no CUDA kernels yet"));
 }
 
 TEST(Quantize, LmiDtypeInt8MeansDynamicInt8With16BitActivations) {
@@ -90,9 +91,7 @@ TEST(Quantize, LmiDtypeInt8MeansDynamicInt8With16BitActivations) {
   const ServingConfig gpu = load(cuda, {}, 1, EngineCapabilities::everything());
   EXPECT_EQ(gpu.quantize, Quantize::DynamicInt8);
   EXPECT_EQ(gpu.dtype, Dtype::Fp16);
-  const std::string e = error_of(cuda, {}, 1, with_cuda());
-  EXPECT_TRUE(contains(e, "option.dtype=INT8 (from line 2 of"));
-  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
+  EXPECT_EQ(load(cuda, {}, 1, with_cuda()).quantize, Quantize::DynamicInt8);
 
   TempModelDir both("option.dtype=int8\noption.quantize=dynamic_int8\n");
   EXPECT_EQ(load(both).quantize, Quantize::DynamicInt8);
@@ -177,6 +176,9 @@ TEST(Quantize, CudaRefusesSmoothQuantUntilItsKernelsExist) {
   const std::string e = error_of(dir, {}, 1, with_cuda());
   EXPECT_TRUE(contains(e, "option.quantize=smoothquant (from line 2 of"));
   EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
+  EXPECT_TRUE(contains(e, "quantize dynamic_int8, smoothquant on cpu; quantize dynamic_int8 on cuda"));
+  TempModelDir cpu("option.device=cpu\noption.quantize=smoothquant\n");
+  EXPECT_EQ(load(cpu, {}, 1, with_cuda()).quantize, Quantize::SmoothQuant);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/parallel/mpi_communicator.h"
 #include "engine/parallel/nccl_communicator.h"
@@ -29,6 +30,7 @@
 #include "kernels/gemm.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
+#include "kernels/quantize.h"
 #include "kernels/rope_kv.h"
 #include "kernels/sampling.h"
 
@@ -59,6 +61,17 @@ template <typename T>
 constexpr DeviceDtype kDeviceDtype = std::is_same_v<T, float>    ? DeviceDtype::F32
                                      : std::is_same_v<T, __half> ? DeviceDtype::F16
                                                                  : DeviceDtype::BF16;
+
+// Whether the fused decode path folds the layer norms into the projections that read them (see
+// CudaBackendOptions::fuse_decode_projections): pre-norm RMSNorm layers whose blocks take the
+// residual stream as their residual, in fp16 / bf16. The weights are folded as they are loaded
+// (device_weights.h), before dynamic_int8 quantizes them.
+template <typename T>
+bool folds_norms(const DecoderDesc& d, const CudaBackendOptions& o) {
+  return o.fused && o.skinny_gemv && o.fuse_decode_projections && d.norm == NormKind::RmsNorm &&
+         d.norm_placement == NormPlacement::Pre && !d.parallel_residual && !d.residual_from_norm &&
+         !std::is_same_v<T, float>;
+}
 
 // One tensor-parallel rank (engine/model/shard.h; the whole model at degree 1) on the current
 // GPU. desc_ is the rank's decoder (its heads, KV heads, intermediate rows) and everything below
@@ -103,15 +116,13 @@ class CudaBackend final : public Backend {
       upload(f32, lm_head_bias_.get());
       LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
+    int8_ = !w_.lm_head.q.values.empty();  // dynamic_int8 marks every projection, head included
     allocate_scratch();
     allocate_kv();
-    // The fused decode projections fold the norms into the projections that read them: pre-norm
-    // RMSNorm layers whose blocks take the residual stream as their residual.
-    norms_folded_ = opts_.fused && opts_.skinny_gemv && opts_.fuse_decode_projections &&
-                    desc_.norm == NormKind::RmsNorm && desc_.norm_placement == NormPlacement::Pre &&
-                    !desc_.parallel_residual && !desc_.residual_from_norm &&
-                    !std::is_same_v<T, float>;
-    if (norms_folded_) fold_norm_weights();
+    // The fused decode projections run the norms inside the projections that read them; the
+    // load folded the norm weights into those (folds_norms).
+    norms_folded_ = folds_norms<T>(desc_, opts_);
+    if (norms_folded_) use_unit_norm_weights();
     rope_in_qkv_epilogue_ = norms_folded_ && desc_.positions == PositionKind::Rotary &&
                             k::rope_epilogue_supported(desc_.rope.rotary_dim, desc_.head_dim);
   }
@@ -184,8 +195,22 @@ class CudaBackend final : public Backend {
   using DeviceLayer = LayerWeights<DeviceBuffer<T>>;
   static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
   // The kernels' view of a projection: weight [out, in] and bias [out] (or null), device, T.
+  // int8 projections (dynamic_int8): their values and row scales instead of the weight.
   static kernels::LinearWeights<T> view(const DeviceLinear<T>& L) {
-    return {L.weight.get(), ptr(L.bias), int(L.out), int(L.in)};
+    return {ptr(L.weight), ptr(L.bias), int(L.out), int(L.in),
+            L.q.values.empty() ? nullptr : L.q.values.get(),
+            L.q.scales.empty() ? nullptr : L.q.scales.get()};
+  }
+
+  // `w` with weights in T for cuBLAS: an int8 projection expanded into dequant_ (one projection
+  // at a time: no T copy of the model is kept).
+  kernels::LinearWeights<T> dense(const kernels::LinearWeights<T>& w) {
+    if (!w.int8()) return w;
+    if (size_t(w.out) * size_t(w.in) > dequant_.size())
+      throw_error("internal: a {} x {} int8 projection exceeds the dequantization buffer ({})",
+                  w.out, w.in, dequant_.size());
+    k::dequantize_rows_int8<T>(w.q, w.q_scale, dequant_.get(), w.out, w.in, stream_);
+    return {dequant_.get(), w.bias, w.out, w.in};
   }
 
   static constexpr int kGraphContextMin = 512;
@@ -265,7 +290,7 @@ class CudaBackend final : public Backend {
  private:
 
   bool skinny(int M, int K) const {
-    return opts_.skinny_gemv && !std::is_same_v<T, float> && k::skinny_supported(M, K);
+    return opts_.skinny_gemv && !std::is_same_v<T, float> && k::skinny_supported(M, K, int8_);
   }
 
   // y[M, out] = x[M, in] · W^T, without the bias (the layer program adds biases where it can
@@ -275,7 +300,7 @@ class CudaBackend final : public Backend {
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(M, w.in)) return k::skinny_linear<T>(x, w, y, M, stream_);
     }
-    k::linear<T>(gemm_, x, w, y, M, stream_);
+    k::linear<T>(gemm_, x, dense(w), y, M, stream_);
   }
 
   // y = x · W^T + b, the bias as its own kernel.
@@ -285,15 +310,12 @@ class CudaBackend final : public Backend {
   }
 
   // The decode path that runs the norms inside the projections (see CudaBackendOptions): each
-  // layer's attention and MLP norm weights are folded into the columns of the projection that
-  // reads the norm's output (qkv, gate/up), once at load; every other path then normalizes with
-  // unit weights. The final norm keeps its weight (the LM head may be the tied embedding).
-  void fold_norm_weights() {
+  // layer's attention and MLP norm weights were folded into the columns of the projection that
+  // reads the norm's output (qkv, gate/up) at load (folds_norms); every other path then
+  // normalizes with unit weights. The final norm keeps its weight (the LM head may be the tied
+  // embedding).
+  void use_unit_norm_weights() {
     const int H = desc_.hidden_size;
-    for (DeviceLayer& L : w_.layers) {
-      k::scale_columns<T>(L.qkv.weight.get(), L.attn_norm.weight.get(), int(L.qkv.out), H, stream_);
-      k::scale_columns<T>(L.up.weight.get(), L.mlp_norm.weight.get(), int(L.up.out), H, stream_);
-    }
     ones_ = DeviceBuffer<T>(size_t(H));
     const std::vector<T> ones(size_t(H), T(1.0f));
     upload(ones, ones_.get());
@@ -535,8 +557,8 @@ class CudaBackend final : public Backend {
     // tensor parallelism the rank's vocabulary rows go to rank_logits_, then are gathered.
     const int head_rows = int(w_.lm_head.out);
     float* out = tp_.ranks > 1 ? rank_logits_.get() : logits_.get();
-    const kernels::LinearWeights<T> head{w_.head_weight().get(), nullptr, head_rows,
-                                         int(w_.lm_head.in)};
+    kernels::LinearWeights<T> head = view(w_.lm_head).without_bias();
+    if (!head.int8()) head.weight = w_.head_weight().get();  // the embedding when tied
     bool done = false;
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(rows, head.in)) {
@@ -544,7 +566,7 @@ class CudaBackend final : public Backend {
         done = true;
       }
     }
-    if (!done) k::linear_f32_out<T>(gemm_, head_in, head, out, rows, stream_);
+    if (!done) k::linear_f32_out<T>(gemm_, head_in, dense(head), out, rows, stream_);
     if (!lm_head_bias_.empty())
       k::bias_add<float>(out, lm_head_bias_.get(), nullptr, out, rows, head_rows, stream_);
     if (tp_.ranks > 1) gather_logits(rows, head_rows);
@@ -616,9 +638,11 @@ class CudaBackend final : public Backend {
     if (!opts_.tune_gemms || !tuned_rows_.insert(rows).second) return;
     const int H = desc_.hidden_size, Q = desc_.q_size(), I = desc_.intermediate_size;
     const int E = desc_.embed_dim;
+    // int8 projections reach cuBLAS through dequant_: the one weight buffer it reads.
     auto every_layer = [&](DeviceLinear<T> DeviceLayer::*linear) {
       std::vector<const T*> v;
-      for (const DeviceLayer& L : w_.layers) v.push_back((L.*linear).weight.get());
+      for (const DeviceLayer& L : w_.layers)
+        v.push_back(int8_ ? dequant_.get() : (L.*linear).weight.get());
       return v;
     };
     auto tune = [&](const char* name, const std::vector<const T*>& weights, const T* x, auto* y,
@@ -634,7 +658,7 @@ class CudaBackend final : public Backend {
     tune("o", every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
     tune("up", every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
     tune("down", every_layer(&DeviceLayer::down), act_.get(), delta_.get(), H, I);
-    tune("lm_head", {w_.head_weight().get()}, desc_.projects_embeddings() ? head_in_.get() : gathered_.get(),
+    tune("lm_head", {int8_ ? dequant_.get() : w_.head_weight().get()}, desc_.projects_embeddings() ? head_in_.get() : gathered_.get(),
          tp_.ranks > 1 ? rank_logits_.get() : logits_.get(), int(w_.lm_head.out), E);
   }
 
@@ -847,6 +871,13 @@ class CudaBackend final : public Backend {
       workspace_ = DeviceBuffer<char>(k::paged_attention_decode_workspace_bytes(
           opts_.max_sequences, desc_.num_heads, desc_.num_kv_heads, desc_.head_dim,
           desc_.max_position_embeddings));
+    if (int8_) {  // the largest projection cuBLAS may be handed (dense())
+      size_t largest = 0;
+      for_each_linear(w_, [&](const DeviceLinear<T_>& L, const std::string&) {
+        largest = std::max(largest, size_t(L.out) * size_t(L.in));
+      });
+      dequant_ = DeviceBuffer<T_>(largest);
+    }
   }
 
   // The memory plan: what is left after weights and scratch holds the KV cache.
@@ -904,7 +935,9 @@ class CudaBackend final : public Backend {
   bool pending_ = false;     // delta_ holds a block output not yet added to x_ (layer program)
   DeviceBuffer<float> alibi_;         // [heads] ALiBi slopes
   DeviceBuffer<float> lm_head_bias_;  // [vocab] fp32, GPT-J's biased LM head
-  bool norms_folded_ = false;  // layer norm weights folded into the projections (fold_norm_weights)
+  bool norms_folded_ = false;
+  bool int8_ = false;  // dynamic_int8: every projection holds int8 values and row scales
+  DeviceBuffer<T> dequant_;  // int8: the largest projection in T, for the GEMMs cuBLAS runs  // layer norm weights folded into the projections (fold_norm_weights)
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
   DeviceBuffer<float> logits_;  // [sequences, vocab]
@@ -931,7 +964,10 @@ template <typename T>
 std::unique_ptr<Backend> build(const DecoderDesc& desc, TensorParallelRank tp,
                                std::unique_ptr<DeviceCommunicator> comm, const ModelWeightRefs& refs,
                                std::optional<uint64_t> seed, const CudaBackendOptions& o) {
-  DeviceWeights<T> w = seed ? random_weights<T>(refs, *seed) : upload_weights<T>(refs);
+  const WeightLoad load{folds_norms<T>(rank_desc(desc, tp), o)};
+  DeviceWeights<T> w = seed ? random_weights<T>(refs, *seed, load) : upload_weights<T>(refs, load);
+  spdlog::info("rank {}: {:.2f} GiB of weights on the GPU (at most {:.2f} GiB during the load)",
+               tp.rank, double(w.bytes) / (1 << 30), double(w.peak_bytes) / (1 << 30));
   return std::make_unique<CudaBackend<T>>(desc, tp, std::move(comm), std::move(w), o);
 }
 
@@ -1014,8 +1050,11 @@ std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaB
 }
 
 std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
-                                                  const CudaBackendOptions& o, uint64_t seed) {
-  return make_group(desc, describe_weights(desc), seed, o);
+                                                  const CudaBackendOptions& o, uint64_t seed,
+                                                  const LinearQuant& quant) {
+  ModelWeightRefs refs = describe_weights(desc);
+  if (quant.quantized()) request_quantization(refs, quant);
+  return make_group(desc, refs, seed, o);
 }
 
 }  // namespace lmx

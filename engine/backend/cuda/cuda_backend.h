@@ -70,8 +70,10 @@ int cuda_device_count();  // GPUs visible to this process (0 without a driver)
 // The model on opts.tensor_parallel_degree GPUs (one Backend to the caller; under mpirun,
 // processes other than 0 run the leader's steps inside this call and get null when it stops).
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& opts);
-// Random weights made directly in GPU memory (benchmarks): no files, no host copy.
+// Random weights made directly in GPU memory (benchmarks): no files, no host copy; with `quant`
+// (dynamic_int8) every projection quantized as a checkpoint's would be.
 std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
-                                                  const CudaBackendOptions& opts, uint64_t seed);
+                                                  const CudaBackendOptions& opts, uint64_t seed,
+                                                  const LinearQuant& quant = {});
 
 }  // namespace lmx

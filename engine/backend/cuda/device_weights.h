@@ -2,6 +2,14 @@
 // the model's weight set (engine/model/model_weights.h) over device buffers, uploaded from a
 // checkpoint (converted on the host, one weight at a time) or filled with random values directly
 // in GPU memory (benchmarks: no files, no host copy).
+//
+// Each projection is finished on the GPU as soon as it is made, before the next weight:
+//   - with WeightLoad::fold_norms (the fused decode path, see CudaBackend), the norm that feeds
+//     qkv and gate/up is folded into its columns: W[:, k] *= norm_weight[k];
+//   - a projection the description marks for dynamic_int8 (per output channel) is quantized
+//     (kernels/quantize.h) and its T weight freed, so the load holds at most one projection in T
+//     beside the int8 ones. A tied LM head is quantized from the embedding at the end (the
+//     embedding itself stays in T).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +19,13 @@
 
 namespace lmx {
 
+// dynamic_int8 on the GPU: int8 values [out, in] and one fp32 scale a row [out].
+template <typename T>
+struct QuantStorage<DeviceBuffer<T>> {
+  DeviceBuffer<int8_t> values;
+  DeviceBuffer<float> scales;
+};
+
 template <typename T>
 using DeviceLinear = Linear<DeviceBuffer<T>>;
 template <typename T>
@@ -18,15 +33,21 @@ using DeviceNorm = Norm<DeviceBuffer<T>>;
 
 template <typename T>
 struct DeviceWeights : ModelWeights<DeviceBuffer<T>> {
-  size_t bytes = 0;  // every buffer above
+  size_t bytes = 0;  // every buffer above, as held after the load (int8 where quantized)
+  size_t peak_bytes = 0;  // the most held at once during the load
+};
+
+struct WeightLoad {
+  bool fold_norms = false;  // fold the input norms of qkv and gate/up into their columns
 };
 
 // `refs` from resolve_weights (data in the checkpoint's memory map).
 template <typename T>
-DeviceWeights<T> upload_weights(const ModelWeightRefs& refs);
+DeviceWeights<T> upload_weights(const ModelWeightRefs& refs, const WeightLoad& load);
 
 // `refs` from describe_weights: N(0, std) matrices, norms 1 + N(0, std), biases N(0, std).
 template <typename T>
-DeviceWeights<T> random_weights(const ModelWeightRefs& refs, uint64_t seed, float std = 0.02f);
+DeviceWeights<T> random_weights(const ModelWeightRefs& refs, uint64_t seed, const WeightLoad& load,
+                                float std = 0.02f);
 
 }  // namespace lmx
