@@ -369,51 +369,74 @@ TEST_P(CudaHfParity, TensorParallelHalfPrecisionTopOneOnClearSteps) {
 // dynamic_int8 (per output channel) on the GPU against the CPU backend's int8 reference (fp32
 // activations), teacher-forced along transformers' greedy path, at degree 1 and every degree up
 // to the GPU count that splits the fixture (each rank quantizes its own slice on both sides):
-//  - fp32: the same int8 bytes (both quantize the fp32 weights), so logits within 1e-4 relative;
-//  - fp16 / bf16: the fused decode path quantizes W diag(norm weight) (the norm folded in first)
-//    where the CPU quantizes W, so the two differ by int8 rounding as well as by the dtype: logits
-//    within the half-precision tolerance plus 3e-2, top-1 equal to the CPU's wherever the CPU's
-//    own margin (top-1 minus top-2) exceeds 0.5 logits.
+//  - fp32: the same int8 bytes (both quantize the fp32 weights), logits within 1e-4 relative;
+//  - fp16 / bf16: on the fused decode path of RMSNorm families the GPU quantizes W diag(norm
+//    weight) (the norm folded in first) where the CPU quantizes W: two quantizations of the model,
+//    which differ by about sqrt(2) times the quantization's own error q[s] (the CPU int8 logits
+//    against the CPU fp32 ones at step s). Each step's logits must be within the half-precision
+//    tolerance plus 3 q[s] of the CPU int8 ones (on the H100, 2026-11-25, the largest step took
+//    2.5 q[s], on the bias-heavy Qwen2 fixtures in fp16), and the top-1 equal to the CPU int8 top-1
+//    wherever that one's margin (top-1 minus top-2) exceeds 0.5 logits. The kernels themselves
+//    are held to the exact reference in tests/kernels/int8_gemv_test.cu.
 TEST_P(CudaHfParity, DynamicInt8MatchesCpuInt8) {
   REQUIRE_GPU();
   const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir, dynamic_int8());
+  const LoadedModel plain = load_model(f.model_dir);
   std::vector<int> degrees = {1};
   for (int degree = 2; degree <= std::min(cuda_device_count(), 4); ++degree) try {
       rank_desc(model.desc, {0, degree});
       degrees.push_back(degree);
     } catch (const Error&) {
     }
+  // Per case and step: the CPU int8 logits and their quantization error q[s].
+  auto cpu32 = make_cpu_backend(plain, {16, 256});
   for (int degree : degrees) {
     auto cpu = make_cpu_backend(model, {16, 256}, degree);
+    std::vector<std::vector<std::vector<float>>> ref;
+    std::vector<std::vector<double>> q;
+    for (const json& c : f.expected["cases"]) {
+      const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+      const auto path = c["greedy_ids"].get<std::vector<int32_t>>();
+      ref.push_back(forced_logits(*cpu, prompt, path));
+      const auto fp32 = forced_logits(*cpu32, prompt, path);
+      auto& qc = q.emplace_back();
+      for (size_t s = 0; s < path.size(); ++s) qc.push_back(rel_l2(ref.back()[s], fp32[s]));
+    }
     std::vector<HalfPrecision> runs = {{CudaDtype::F32, 0.5, 1e-4}};
-    for (const HalfPrecision& h : half_precisions(model.desc)) runs.push_back({h.dtype, 0.5, h.tol + 3e-2});
+    for (const HalfPrecision& h : half_precisions(model.desc)) runs.push_back({h.dtype, 0.5, h.tol});
     for (const HalfPrecision& run : runs) {
       CudaBackendOptions o = options(run.dtype);
       o.tensor_parallel_degree = degree;
       auto gpu = make_cuda_backend(model, o);
       SCOPED_TRACE("degree " + std::to_string(degree) + " dtype " + std::to_string(int(run.dtype)));
-      double worst = 0;
+      const double q_weight = run.dtype == CudaDtype::F32 ? 0.0 : 3.0;
+      double worst = 0, worst_q = 0;
       int clear = 0;
+      size_t i = 0;
       for (const json& c : f.expected["cases"]) {
         const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
         const auto path = c["greedy_ids"].get<std::vector<int32_t>>();
         const auto g = forced_logits(*gpu, prompt, path);
-        const auto r = forced_logits(*cpu, prompt, path);
+        const auto& r = ref[i];
         for (size_t s = 0; s < path.size(); ++s) {
-          worst = std::max(worst, rel_l2(g[s], r[s]));
+          const double e = rel_l2(g[s], r[s]);
+          worst = std::max(worst, e);
+          worst_q = std::max(worst_q, q[i][s]);
+          EXPECT_LE(e, run.tol + q_weight * q[i][s]) << "case " << i << " step " << s;
           std::vector<float> sorted = r[s];
           std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
           if (sorted[0] - sorted[1] <= run.margin) continue;
           ++clear;
           EXPECT_EQ(std::max_element(g[s].begin(), g[s].end()) - g[s].begin(),
                     std::max_element(r[s].begin(), r[s].end()) - r[s].begin())
-              << "step " << s;
+              << "case " << i << " step " << s;
         }
+        ++i;
       }
-      std::printf("[ int8     ] %s degree %d dtype %d: worst relative L2 vs CPU int8 %.3g over "
-                  "%d clear steps\n", GetParam().c_str(), degree, int(run.dtype), worst, clear);
-      EXPECT_LE(worst, run.tol);
+      std::printf("[ int8     ] %s degree %d dtype %d: worst relative L2 vs CPU int8 %.3g (CPU "
+                  "int8 vs fp32: worst %.3g) over %d clear steps\n",
+                  GetParam().c_str(), degree, int(run.dtype), worst, worst_q, clear);
       EXPECT_GT(clear, 5);
     }
   }
