@@ -12,7 +12,8 @@
 # LMX_FUZZ_SEED=N fixes libFuzzer's random seed (CI: the same mutations every run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(properties environment safetensors model_config tokenizer_json tokenizer_text chat_template)
+targets=(properties environment safetensors model_config tokenizer_json tokenizer_text chat_template
+         lmi_request openai_request)
 
 if [[ ${1:-} == --list ]]; then
   printf '%s\n' "${targets[@]}"
