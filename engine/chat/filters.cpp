@@ -2,11 +2,13 @@
 // jinja2 3.1's definition (argument names, defaults, what it does with Undefined and None).
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <unicode/uchar.h>
 
@@ -207,26 +209,64 @@ Value round_filter(Interpreter& in, const Value& v, const CallArgs& a) {
   return Value((method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) / scale);
 }
 
-Value int_filter(const Value& v, const CallArgs& a) {
+// A double as Python's int() truncates it; the template fails where the value does not fit 64
+// bits (Python's int is unbounded: there is no result to give).
+int64_t truncate_to_int(Interpreter& in, double f) {
+  if (!(std::fabs(f) < 9223372036854775808.0))
+    in.fail(fmt::format("int: {} does not fit in 64 bits", float_repr(f)));
+  return static_cast<int64_t>(f);
+}
+
+// Python's int(digits, base) for an int (or bool) base of 0 or 2..36; nullopt where Python raises
+// TypeError or ValueError (another base type or value, not a number in that base). Base 0 takes
+// 0x / 0o / 0b prefixes and refuses other leading zeros, as Python does.
+std::optional<int64_t> int_in_base(Interpreter& in, std::string digits, const Value* b) {
+  if (b && !b->is_int() && !b->is_bool()) return std::nullopt;
+  int base = b ? static_cast<int>(std::clamp<int64_t>(b->to_int(), -1, 37)) : 10;
+  if (base != 0 && (base < 2 || base > 36)) return std::nullopt;
+  const size_t body = !digits.empty() && (digits[0] == '-' || digits[0] == '+') ? 1 : 0;
+  const auto prefix = [&](char lower) {
+    return digits.size() > body + 2 && digits[body] == '0' &&
+           std::tolower(static_cast<unsigned char>(digits[body + 1])) == lower;
+  };
+  const int prefixed = prefix('x') ? 16 : prefix('o') ? 8 : prefix('b') ? 2 : 0;
+  if (prefixed && (base == 0 || base == prefixed)) {
+    digits.erase(body, 2);
+    base = prefixed;
+  } else if (base == 0) {
+    if (digits.size() > body + 1 && digits[body] == '0' &&
+        digits.find_first_not_of('0', body) != std::string::npos)
+      return std::nullopt;  // "010": Python refuses it in base 0
+    base = 10;
+  }
+  if (digits.size() <= body || !std::isalnum(static_cast<unsigned char>(digits[body])))
+    return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(digits.c_str(), &end, base);
+  if (*end != '\0') return std::nullopt;
+  if (errno == ERANGE)
+    in.fail(fmt::format("int: {} does not fit in 64 bits", digits));
+  return static_cast<int64_t>(n);
+}
+
+// Jinja's int filter: int(value, base) for strings, int(value) otherwise; where that raises
+// TypeError, ValueError or OverflowError, int(float(value)); where that does too, the default.
+Value int_filter(Interpreter& in, const Value& v, const CallArgs& a) {
   const Value* d = arg(a, "default", 0);
   const Value dflt = d ? *d : Value(0);
-  const Value* b = arg(a, "base", 1);
-  const int base = b ? static_cast<int>(b->to_int()) : 10;
   if (v.is_string()) {
     std::string s = py::strip(v.str(), std::nullopt, true, true);
     std::string digits;
     for (char c : s)
       if (c != '_') digits += c;
-    if (!digits.empty()) {
-      char* end = nullptr;
-      const long long n = std::strtoll(digits.c_str(), &end, base);
-      if (*end == '\0') return Value(static_cast<int64_t>(n));
-      const double f = std::strtod(digits.c_str(), &end);
-      if (*end == '\0' && std::isfinite(f)) return Value(static_cast<int64_t>(f));
-    }
-    return dflt;
+    if (const auto n = int_in_base(in, digits, arg(a, "base", 1))) return Value(*n);
+    char* end = nullptr;
+    const double f = digits.empty() ? 0.0 : std::strtod(digits.c_str(), &end);
+    if (digits.empty() || *end != '\0' || !std::isfinite(f)) return dflt;
+    return Value(truncate_to_int(in, f));
   }
-  if (v.is_float()) return std::isfinite(v.to_double()) ? Value(static_cast<int64_t>(v.to_double())) : dflt;
+  if (v.is_float()) return std::isfinite(v.to_double()) ? Value(truncate_to_int(in, v.to_double())) : dflt;
   if (v.is_int() || v.is_bool()) return Value(v.to_int());
   return dflt;
 }
@@ -375,7 +415,7 @@ const std::map<std::string, FilterFn>& table() {
       return Value(arith::percent_format(in, s_(v), Value::list(a.positional, true)));
     };
     m["indent"] = [](Interpreter& in, const Value& v, const CallArgs& a) { return Value(indent_filter(in, v, a)); };
-    m["int"] = [](Interpreter&, const Value& v, const CallArgs& a) { return int_filter(v, a); };
+    m["int"] = [](Interpreter& in, const Value& v, const CallArgs& a) { return int_filter(in, v, a); };
     m["items"] = [](Interpreter& in, const Value& v, const CallArgs&) {
       if (v.is_undefined()) return Value::iterator({});
       if (!v.is_dict()) in.fail("Can only get item pairs from a mapping.");

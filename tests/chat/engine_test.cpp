@@ -205,6 +205,13 @@ TEST(ChatEngine, GlobalsAndErrors) {
   EXPECT_NE(error_of("{{ x.y }}").find("'x' is undefined"), std::string::npos);
   EXPECT_NE(error_of("{{ l.append(1) }}", {{"l", {1}}}).find("unsafe"), std::string::npos);
   EXPECT_NE(error_of("{{ 1 + 'a' }}").find("unsupported operand"), std::string::npos);
+  // Python's int is unbounded; past 64 bits the template fails instead of wrapping (found by
+  // the chat_template fuzz target: a base that was not an int, and casts out of range).
+  // Infinities are the default, as jinja2 (its int filter catches OverflowError).
+  EXPECT_EQ(render("{{ 'inf' | int }}|{{ '-inf' | int(7) }}"), "0|7");
+  for (const char* t : {"{{ '1e30' | int }}", "{{ 1e300 | int }}", "{{ '99999999999999999999' | int }}",
+                        "{{ -1e19 | int }}"})
+    EXPECT_NE(error_of(t).find("does not fit in 64 bits"), std::string::npos) << t;
   EXPECT_NE(error_of("{{ x | nosuchfilter }}").find("No filter named 'nosuchfilter'"), std::string::npos);
   // Inside an if, an unknown filter only fails when reached (as jinja2 does).
   EXPECT_EQ(render("{% if false %}{{ x | nosuchfilter }}{% endif %}ok"), "ok");

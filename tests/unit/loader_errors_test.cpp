@@ -82,6 +82,29 @@ TEST_F(LoaderTest, UnsupportedRopeType) {
   expect_error([&] { load(); }, {"yarn", "llama3"});
 }
 
+// Rope scaling numbers out of range are errors naming the key, never a conversion of a huge or
+// negative value (found by the model_config fuzz target: 2.2e62 as an int).
+TEST_F(LoaderTest, RopeScalingNumbersOutOfRange) {
+  const std::vector<std::pair<const char*, double>> bad = {
+      {"original_max_position_embeddings", 2.2e62}, {"original_max_position_embeddings", 0.0},
+      {"original_max_position_embeddings", 8192.5}, {"factor", -8.0}, {"factor", 1e300},
+      {"low_freq_factor", 0.0}, {"high_freq_factor", -4.0}};
+  for (const auto& [key, value] : bad) {
+    auto config = tiny_llama_config();
+    config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                              {"high_freq_factor", 4.0},
+                              {"original_max_position_embeddings", 8192}};
+    config["rope_scaling"][key] = value;
+    write_model(config, tiny_llama_tensors(tiny_llama_config()));
+    SCOPED_TRACE(std::string(key) + " = " + std::to_string(value));
+    expect_error([&] { load(); }, {"rope_scaling", key});
+  }
+  auto linear = tiny_llama_config();
+  linear["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.0}};
+  write_model(linear, tiny_llama_tensors(tiny_llama_config()));
+  expect_error([&] { load(); }, {"'factor' = 0 must be a positive finite number"});
+}
+
 TEST_F(LoaderTest, NoWeightsFile) {
   write_config(tiny_llama_config());
   expect_error([&] { load(); }, {"model.safetensors"});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/core/error.h"
 
@@ -15,6 +16,23 @@ double number_or(const json& obj, const char* key, double fallback, const std::s
   if (it == obj.end() || it->is_null()) return fallback;
   if (!it->is_number()) throw_error("{}: '{}' must be a number, got {}", where, key, it->dump());
   return it->get<double>();
+}
+
+// A rope scaling factor: a positive number an fp32 can hold.
+float positive_factor(const json& obj, const char* key, double fallback, const std::string& where) {
+  const double v = number_or(obj, key, fallback, where);
+  if (!(v > 0.0) || !(v <= double(std::numeric_limits<float>::max())))
+    throw_error("{}: '{}' = {} must be a positive finite number", where, key, v);
+  return float(v);
+}
+
+// A position count: a whole number from 1 to 2^31 - 1.
+int positive_count(const json& obj, const char* key, double fallback, const std::string& where) {
+  const double v = number_or(obj, key, fallback, where);
+  if (!(v >= 1.0 && v <= double(std::numeric_limits<int>::max())) || v != std::floor(v))
+    throw_error("{}: '{}' = {} must be a whole number from 1 to {}", where, key, v,
+                std::numeric_limits<int>::max());
+  return int(v);
 }
 
 }  // namespace
@@ -88,14 +106,14 @@ RopeDesc read_rope(const ModelConfig& config, int head_dim, RopeLegacyKeys legac
     rope.scaling = RopeScalingKind::None;
   } else if (type == "linear") {
     rope.scaling = RopeScalingKind::Linear;
-    rope.factor = float(number_or(params, "factor", 1.0, where));
+    rope.factor = positive_factor(params, "factor", 1.0, where);
   } else if (type == "llama3") {
     rope.scaling = RopeScalingKind::Llama3;
-    rope.factor = float(number_or(params, "factor", 8.0, where));
-    rope.low_freq_factor = float(number_or(params, "low_freq_factor", 1.0, where));
-    rope.high_freq_factor = float(number_or(params, "high_freq_factor", 4.0, where));
+    rope.factor = positive_factor(params, "factor", 8.0, where);
+    rope.low_freq_factor = positive_factor(params, "low_freq_factor", 1.0, where);
+    rope.high_freq_factor = positive_factor(params, "high_freq_factor", 4.0, where);
     rope.original_max_position =
-        int(number_or(params, "original_max_position_embeddings", 8192, where));
+        positive_count(params, "original_max_position_embeddings", 8192, where);
     if (rope.high_freq_factor <= rope.low_freq_factor)
       throw_error("{}: llama3 high_freq_factor {} must exceed low_freq_factor {}", where,
                   rope.high_freq_factor, rope.low_freq_factor);
