@@ -153,8 +153,8 @@ std::string indent_filter(Interpreter& in, const Value& sv, const CallArgs& a) {
   if (w && w->is_string()) {
     ind = w->str();
   } else {
-    const int64_t n = w ? w->to_int() : 4;
-    ind = std::string(static_cast<size_t>(std::max<int64_t>(n, 0)), ' ');
+    const int64_t n = int_arg(in, a, "width", 0, 4);  // jinja2: " " * width
+    ind = std::string(static_cast<size_t>(std::clamp<int64_t>(n, 0, 1 << 20)), ' ');
   }
   const bool first = flag(a, "first", 1), blank = flag(a, "blank", 2);
   const std::vector<std::string> lines = py::splitlines(sv.str() + "\n", false);
@@ -333,7 +333,9 @@ const std::map<std::string, FilterFn>& table() {
     std::map<std::string, FilterFn> m;
     m["abs"] = [](Interpreter& in, const Value& v, const CallArgs&) {
       if (!v.is_number()) in.fail(fmt::format("TypeError: bad operand type for abs(): '{}'", v.type_name()));
-      return v.is_float() ? Value(std::fabs(v.to_double())) : Value(static_cast<int64_t>(std::llabs(v.to_int())));
+      if (v.is_float()) return Value(std::fabs(v.to_double()));
+      if (v.to_int() == INT64_MIN) in.fail("abs: 9223372036854775808 does not fit in 64 bits");
+      return Value(static_cast<int64_t>(std::llabs(v.to_int())));
     };
     m["attr"] = [](Interpreter& in, const Value& v, const CallArgs& a) {
       const Value* n = arg(a, "name", 0);
@@ -469,7 +471,8 @@ const std::map<std::string, FilterFn>& table() {
       const Value* with = arg(a, "new", 1);
       if (!old || !with) in.fail("replace() needs old and new");
       const Value* count = arg(a, "count", 2);
-      std::string r = py::replace(s_(v), s_(*old), s_(*with), count && !count->is_none() ? count->to_int() : -1);
+      const int64_t n = count && !count->is_none() ? int_arg(in, a, "count", 2, -1) : -1;
+      std::string r = py::replace(s_(v), s_(*old), s_(*with), n);
       in.check_size(r.size());
       return Value(std::move(r));
     };

@@ -209,6 +209,15 @@ TEST(ChatEngine, GlobalsAndErrors) {
   // the chat_template fuzz target: a base that was not an int, and casts out of range).
   // Infinities are the default, as jinja2 (its int filter catches OverflowError).
   EXPECT_EQ(render("{{ 'inf' | int }}|{{ '-inf' | int(7) }}"), "0|7");
+  // Arguments of the wrong type are template errors, not a crash (fuzz: indent(undefined)).
+  EXPECT_NE(error_of("{{ 'a' | indent(nothing) }}").find("argument 'width' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ 'a' | indent(1.5) }}").find("argument 'width' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ 'aa' | replace('a', 'b', 'x') }}").find("argument 'count' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ (-9223372036854775807 - 1) | abs }}").find("does not fit in 64 bits"),
+            std::string::npos);
   for (const char* t : {"{{ '1e30' | int }}", "{{ 1e300 | int }}", "{{ '99999999999999999999' | int }}",
                         "{{ -1e19 | int }}"})
     EXPECT_NE(error_of(t).find("does not fit in 64 bits"), std::string::npos) << t;
