@@ -275,14 +275,18 @@ std::string percent_format(Interpreter& in, const std::string& fmt, const Value&
       }
     } else if (conv == 'd' || conv == 'i') {
       if (!v.is_number()) in.fail("TypeError: %d format: a real number is required");
+      if (v.is_float() && !std::isfinite(v.to_double()))
+        in.fail(fmt::format("OverflowError: cannot convert float {} to integer", float_repr(v.to_double())));
       std::snprintf(buf, sizeof buf, (spec + "lld").c_str(),
-                    static_cast<long long>(v.is_float() ? std::trunc(v.to_double()) : v.to_int()));
+                    static_cast<long long>(v.is_float() ? truncate_to_int(in, v.to_double()) : v.to_int()));
       out += buf;
     } else if (conv == 'f' || conv == 'e' || conv == 'g' || conv == 'F' || conv == 'E' || conv == 'G') {
       if (!v.is_number()) in.fail("TypeError: must be real number");
       std::snprintf(buf, sizeof buf, (spec + conv).c_str(), v.to_double());
       out += buf;
     } else if (conv == 'x' || conv == 'X' || conv == 'o') {
+      if (!v.is_int() && !v.is_bool())
+        in.fail(fmt::format("TypeError: %{} format: an integer is required, not {}", conv, v.type_name()));
       std::snprintf(buf, sizeof buf, (spec + "ll" + conv).c_str(), static_cast<long long>(v.to_int()));
       out += buf;
     } else {
@@ -292,6 +296,21 @@ std::string percent_format(Interpreter& in, const std::string& fmt, const Value&
   if (next < values.size() && args.is_tuple())
     in.fail("TypeError: not all arguments converted during string formatting");
   return out;
+}
+
+int64_t truncate_to_int(Interpreter& in, double f) {
+  if (!(std::fabs(f) < 9223372036854775808.0))
+    in.fail(fmt::format("int: {} does not fit in 64 bits", float_repr(f)));
+  return static_cast<int64_t>(f);
+}
+
+int64_t index_from_digits(const std::string& digits) {
+  int64_t n = 0;
+  for (char c : digits) {
+    if (n > (INT64_MAX - (c - '0')) / 10) return INT64_MAX;
+    n = n * 10 + (c - '0');
+  }
+  return n;
 }
 
 }  // namespace lmx::chat::arith

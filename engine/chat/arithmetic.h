@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <cstdint>
 #include <string>
 
 #include "engine/chat/interpreter.h"
@@ -21,5 +22,13 @@ Value slice(Interpreter& in, const Value& obj, std::optional<int64_t> start,
 std::string html_escape(const std::string& s);
 // "%s and %d" % args
 std::string percent_format(Interpreter& in, const std::string& fmt, const Value& args);
+
+// Python's int(f) for a finite double: truncated toward zero; the template fails where the result
+// does not fit 64 bits (Python's int is unbounded: there is no value to give).
+int64_t truncate_to_int(Interpreter& in, double f);
+
+// A run of ASCII digits ("0", "12") as the integer index it names; past 64 bits the largest
+// int64, which no sequence reaches (Python's int would be larger still: the lookup fails alike).
+int64_t index_from_digits(const std::string& digits);
 
 }  // namespace lmx::chat::arith

@@ -49,7 +49,7 @@ Value attr_path(Interpreter& in, const Value& item, const Value& attribute) {
     const size_t dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    v = in.getitem(v, digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
+    v = in.getitem(v, digits ? Value(arith::index_from_digits(part)) : Value(part));
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -209,13 +209,7 @@ Value round_filter(Interpreter& in, const Value& v, const CallArgs& a) {
   return Value((method == "ceil" ? std::ceil(x * scale) : std::floor(x * scale)) / scale);
 }
 
-// A double as Python's int() truncates it; the template fails where the value does not fit 64
-// bits (Python's int is unbounded: there is no result to give).
-int64_t truncate_to_int(Interpreter& in, double f) {
-  if (!(std::fabs(f) < 9223372036854775808.0))
-    in.fail(fmt::format("int: {} does not fit in 64 bits", float_repr(f)));
-  return static_cast<int64_t>(f);
-}
+using arith::truncate_to_int;
 
 // Python's int(digits, base) for an int (or bool) base of 0 or 2..36; nullopt where Python raises
 // TypeError or ValueError (another base type or value, not a number in that base). Base 0 takes

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/chat/arithmetic.h"
 #include "engine/chat/interpreter.h"
 #include "engine/chat/pystring.h"
 
@@ -193,7 +194,7 @@ std::string format_string(Interpreter& in, const std::string& fmt, const CallArg
         if (q == std::string::npos) in.fail("ValueError: Missing ']' in format string");
         const std::string key = field.substr(p + 1, q - p - 1);
         const bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
-        v = in.getitem(v, digits ? Value(static_cast<int64_t>(std::stoll(key))) : Value(key));
+        v = in.getitem(v, digits ? Value(arith::index_from_digits(key)) : Value(key));
         p = q + 1;
       }
     }

@@ -218,6 +218,11 @@ TEST(ChatEngine, GlobalsAndErrors) {
             std::string::npos);
   EXPECT_NE(error_of("{{ (-9223372036854775807 - 1) | abs }}").find("does not fit in 64 bits"),
             std::string::npos);
+  // %-formatting: floats past 64 bits and non-ints for %x fail; huge digit indexes find nothing.
+  EXPECT_NE(error_of("{{ '%d' % 1e19 }}").find("does not fit in 64 bits"), std::string::npos);
+  EXPECT_NE(error_of("{{ '%x' % 1.5 }}").find("an integer is required"), std::string::npos);
+  EXPECT_EQ(render("{{ '%d|%i' % (2.9, -2.9) }}"), "2|-2");
+  EXPECT_EQ(render("{{ [[1]] | map(attribute='99999999999999999999') | list }}"), "[Undefined]");
   for (const char* t : {"{{ '1e30' | int }}", "{{ 1e300 | int }}", "{{ '99999999999999999999' | int }}",
                         "{{ -1e19 | int }}"})
     EXPECT_NE(error_of(t).find("does not fit in 64 bits"), std::string::npos) << t;
