@@ -5,11 +5,9 @@
 
 #include "engine/core/error.h"
 
-#ifdef LMX_TOKENIZER_HAVE_ICU
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
-#endif
 
 namespace lmx::tok {
 
@@ -122,7 +120,6 @@ bool ends_with_incomplete_utf8(std::string_view s) {
   return false;
 }
 
-#ifdef LMX_TOKENIZER_HAVE_ICU
 namespace {
 
 std::u16string to_u16(std::string_view s) {
@@ -211,38 +208,6 @@ bool is_alphanumeric(char32_t cp) {
   const uint32_t mask = U_GC_L_MASK | U_GC_N_MASK;
   return (U_MASK(u_charType(static_cast<UChar32>(cp))) & mask) != 0;
 }
-#else
-std::string normalize(std::string_view, NormForm) {
-  throw_error("tokenizer: Unicode normalization needs ICU, which this build was made without");
-}
-std::string to_lower(std::string_view) {
-  throw_error("tokenizer: Lowercase needs ICU, which this build was made without");
-}
-bool is_whitespace(char32_t cp) {
-  return cp == ' ' || (cp >= 9 && cp <= 13) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
-}
-bool is_control(char32_t cp) {
-  return cp != '\t' && cp != '\n' && cp != '\r' && (cp < 32 || (cp >= 0x7F && cp < 0xA0));
-}
-bool is_punctuation(char32_t cp) {
-  if (cp < 0x80)
-    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) ||
-           (cp >= 123 && cp <= 126);
-  throw_error("tokenizer: Unicode punctuation classes need ICU, which this build was made without");
-}
-bool is_mark_nonspacing(char32_t) {
-  throw_error("tokenizer: StripAccents needs ICU, which this build was made without");
-}
-bool is_mark(char32_t) {
-  throw_error("tokenizer: StripAccents needs ICU, which this build was made without");
-}
-bool is_alphanumeric(char32_t cp) {
-  if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
-  throw_error("tokenizer: Unicode letter classes need ICU, which this build was made without");
-}
-#endif
 
 bool is_chinese_char(char32_t cp) {
   return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||

@@ -1,6 +1,6 @@
 // UTF-8 helpers and the few Unicode properties the tokenizer components need (normalization
-// forms, case mapping, general categories). Normalization and case mapping come from ICU when the
-// build found it (LMX_TOKENIZER_HAVE_ICU); without it those calls throw lmx::Error.
+// forms, case mapping, general categories). Normalization, case mapping and categories come from
+// ICU, which the build requires.
 #pragma once
 
 #include "engine/core/utf8.h"
