@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "container/log_format.h"
 #include "container/server.h"
 #include "plugin/json_bounds.h"
 
@@ -61,6 +62,7 @@ long parse_number(const std::string& flag, const std::string& v, long lo, long h
 }  // namespace
 
 int main(int argc, char** argv) {
+  lmx::server::use_one_line_logs();
   ServerOptions opt;
   if (const char* p = std::getenv("SAGEMAKER_BIND_TO_PORT")) {
     opt.port = static_cast<int>(parse_number("SAGEMAKER_BIND_TO_PORT", p, 0, 65535));

@@ -47,8 +47,8 @@ int serve(ServerContext& ctx) {
   };
   signals.async_wait([&](boost::system::error_code ec, int sig) {
     if (ec) return;
-    spdlog::info("signal {}: draining in-flight requests (up to {} s)", sig,
-                 ctx.options.drain_timeout_s);
+    spdlog::info("signal {}: draining {} in-flight requests (up to {} s)", sig,
+                 ctx.metrics.in_flight().load(), ctx.options.drain_timeout_s);
     ctx.draining = true;
     listener->close();
     deadline = std::chrono::steady_clock::now() + std::chrono::seconds(ctx.options.drain_timeout_s);

@@ -1,0 +1,16 @@
+// Log records of lmx-server and of the plugin it loads (one spdlog registry): one line each, as
+// log collectors (CloudWatch under SageMaker) split records at newlines. A newline or carriage
+// return inside a message (a multi-error configuration, an exception text) is written as \n / \r.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace lmx::server {
+
+// "[2025-01-31 12:00:00.123] [info] message" on stdout, for every logger.
+void use_one_line_logs();
+// The escaping alone (tests).
+std::string one_line(std::string_view message);
+
+}  // namespace lmx::server
