@@ -20,6 +20,7 @@ packages=(
   python3-numpy          # scripts/perplexity_reference.py: the independent reference of lmx perplexity
   libopenmpi-dev openmpi-bin  # multi-process tensor-parallel ranks (mpirun), engine/parallel
   clang libclang-rt-14-dev     # libFuzzer + ASan/UBSan for the fuzz targets (scripts/fuzz.sh)
+  debootstrap umoci skopeo     # the serving image without Docker (container/build-image.sh)
 )
 
 # Node.js + npm fetch real tokenizer files at test time and drive the openai client tests. Some

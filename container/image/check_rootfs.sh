@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Checks an image's root filesystem holds what runs and nothing of the build:
+#   - every library lmx-server, lmx and liblmx.so load resolves inside it (ldd in a chroot), the
+#     CUDA runtime from /opt/lmx/lib; only the driver's libcuda.so.1 may come from the host;
+#   - lmx-server and lmx start in it as the unprivileged user (uid 1000);
+#   - no compiler, linker, CUDA toolkit, headers or sources.
+# usage: check_rootfs.sh ROOTFS cpu|cuda      (root: it uses chroot)
+set -euo pipefail
+root=$1 flavour=$2
+fails=0
+fail() { echo "check_rootfs: $*" >&2; fails=$((fails + 1)); }
+bins=(/opt/lmx/bin/lmx-server /opt/lmx/bin/lmx /opt/lmx/lib/liblmx.so /opt/lmx/bin/entrypoint.sh)
+for b in "${bins[@]}"; do [[ -f $root$b ]] || fail "$b is missing"; done
+((fails == 0)) || exit 1
+
+for b in "${bins[@]:0:3}"; do
+  out=$(chroot "$root" /usr/bin/ldd "$b" 2>&1) || fail "ldd $b failed: $out"
+  while read -r line; do
+    [[ $line == *"not found"* ]] || continue
+    [[ $flavour == cuda && $line == libcuda.so.1* ]] && continue  # the host driver's
+    fail "$b: ${line%% =>*} is not in the image"
+  done <<<"$out"
+  if [[ $flavour == cuda && $b == */liblmx.so ]]; then
+    for lib in libcudart libcublas libcublasLt libnccl; do
+      grep -Eq "^\s*$lib\.so\.[0-9]+ => /opt/lmx/lib/" <<<"$out" ||
+        fail "$b does not load $lib from /opt/lmx/lib: $(grep "$lib\." <<<"$out" || echo absent)"
+    done
+  fi
+  if [[ $flavour == cpu ]] && grep -Eq 'libcu(da|dart|blas)' <<<"$out"; then
+    fail "$b of the cpu image loads CUDA libraries"
+  fi
+done
+
+grep -q '^lmx:x:1000:1000:' "$root/etc/passwd" || fail "no user lmx (uid 1000) in /etc/passwd"
+for cmd in "/opt/lmx/bin/lmx-server --help" "/opt/lmx/bin/lmx --help"; do
+  # shellcheck disable=SC2086
+  out=$(chroot --userspec=1000:1000 "$root" $cmd 2>&1) || fail "'$cmd' as uid 1000 failed: $out"
+done
+
+for tool in gcc g++ cc c++ cpp clang clang++ ld as make cmake ninja nvcc; do
+  for dir in /usr/bin /usr/local/bin /bin /opt/lmx/bin; do
+    [[ -e $root$dir/$tool || -L $root$dir/$tool ]] && fail "the image holds a build tool: $dir/$tool"
+  done
+done
+[[ -e $root/usr/local/cuda || -L $root/usr/local/cuda ]] && fail "the image holds /usr/local/cuda"
+found=$(find "$root" -xdev \( -name '*.cpp' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \
+  -o -name '*.h' -o -name '*.hpp' -o -name '*.a' -o -name CMakeLists.txt \) -print -quit)
+[[ -z $found ]] || fail "the image holds sources, headers or static libraries: ${found#"$root"}"
+
+if ((fails)); then echo "check_rootfs: $fails problem(s) in $root" >&2; exit 1; fi
+echo "check_rootfs: $flavour rootfs ok (libraries resolve, starts as uid 1000, no build tools or sources)" >&2
