@@ -7,7 +7,10 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 model=${LMX_IMAGE_TEST_MODEL:-$repo/../shared/models/tinystories-656k}
 skip() { echo "SKIP: container image test: $*"; exit 0; }
-[[ $(id -u) == 0 ]] || skip "needs root (debootstrap, chroot, mount namespaces)"
+if [[ $(id -u) != 0 ]]; then  # as scripts/setup.sh does: sudo where it is allowed
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then exec sudo -n -E bash "$0" "$@"; fi
+  skip "needs root or sudo (debootstrap, chroot, mount namespaces)"
+fi
 for tool in debootstrap umoci unshare; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/setup.sh installs it)"
 done
