@@ -37,6 +37,7 @@ if [[ -z ${LMX_IMAGE_BUILD_DIR:-} ]]; then
   [[ $flavour == cuda ]] && cuda_flags=(-DLMX_WITH_CUDA=ON
     -DCMAKE_CUDA_ARCHITECTURES="${LMX_CUDA_ARCHITECTURES:-90a}")
   # No MPI: lmx-server does not run under mpirun, and Open MPI would double the image.
+  mkdir -p "$build"
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_BUILD_TESTS=OFF \
     -DLMX_WITH_MPI=OFF "${cuda_flags[@]}" >"$build.configure.log" 2>&1 ||
     { tail -n 30 "$build.configure.log" >&2; echo "build-image: cmake failed" >&2; exit 1; }
