@@ -6,8 +6,10 @@ environment, user and working directory of the image's config, volumes bind-moun
 SIGTERM and SIGINT sent to this process go to the container's PID 1 (as `docker stop`); it exits
 with the container's status (128+N when a signal ended it). Root only.
 
-usage: oci_run.py --layout DIR --rootfs DIR [--ref NAME] [-v HOST:CTR[:ro]]... [-e KEY=VALUE]...
-                  [--device PATH]... [--read-only] [ARG...]     (ARGs replace the image's Cmd)
+usage: oci_run.py (--layout DIR [--ref NAME] | --config FILE) --rootfs DIR [-v HOST:CTR[:ro]]...
+                  [-e KEY=VALUE]... [--device PATH]... [--read-only] [ARG...]
+       (ARGs replace the image's Cmd; --config: the image's config blob, as
+       container/image/pack_for_device.sh saves it)
 """
 import argparse
 import ctypes
@@ -20,8 +22,8 @@ import tempfile
 import time
 
 
-def image_config(layout, ref):
-    """The config of the manifest named ref (or the only one) in an OCI image layout."""
+def config_blob(layout, ref):
+    """The config blob of the manifest named ref (or the only one) in an OCI image layout."""
     def blob(digest):
         algo, hexd = digest.split(":", 1)
         with open(os.path.join(layout, "blobs", algo, hexd)) as f:
@@ -35,7 +37,12 @@ def image_config(layout, ref):
         chosen = manifests[names.index(ref)]
     else:
         sys.exit(f"oci_run: no image '{ref}' in {layout} (it has {names})")
-    return blob(blob(chosen["digest"])["config"]["digest"]).get("config", {})
+    return blob(blob(chosen["digest"])["config"]["digest"])
+
+
+def image_config(layout, ref):
+    """Entrypoint, Cmd, Env, User, WorkingDir, Labels... of the image."""
+    return config_blob(layout, ref).get("config", {})
 
 
 def lookup(rootfs, table, name):
@@ -71,7 +78,11 @@ def resolve_user(rootfs, user):
 
 
 def build_spec(a):
-    cfg = image_config(a.layout, a.ref)
+    if a.config:
+        with open(a.config) as f:
+            cfg = json.load(f).get("config", {})
+    else:
+        cfg = image_config(a.layout, a.ref)
     argv = (cfg.get("Entrypoint") or []) + (a.args if a.args else (cfg.get("Cmd") or []))
     if not argv:
         sys.exit("oci_run: the image has no Entrypoint or Cmd and no command was given")
@@ -165,7 +176,9 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--stage2":
         return stage2(sys.argv[2], sys.argv[3])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layout", required=True, help="OCI image layout (an unpacked archive)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--layout", help="OCI image layout (an unpacked archive)")
+    source.add_argument("--config", help="the image's config blob (JSON)")
     p.add_argument("--rootfs", required=True, help="the image's unpacked root filesystem")
     p.add_argument("--ref", help="image name in the layout (default: the only one)")
     p.add_argument("-v", "--volume", action="append", default=[])

@@ -23,10 +23,6 @@ import urllib.request
 
 from harness import Checks, free_port
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "container", "image"))
-from oci_run import image_config  # noqa: E402
-
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -44,7 +40,7 @@ class Container:
         self.url = f"http://127.0.0.1:{port}"
         self.out = tempfile.TemporaryFile("w+")
         self.err = tempfile.TemporaryFile("w+")
-        cmd = [sys.executable, a.runner, "--layout", a.layout, "--rootfs", a.rootfs]
+        cmd = [sys.executable, a.runner, "--config", a.image_json, "--rootfs", a.rootfs]
         if read_only:
             cmd.append("--read-only")
         for v in volumes:
@@ -138,7 +134,8 @@ def check_logs(c, run, name):
 
 
 def check_config(c, a):
-    cfg = image_config(a.layout, None)
+    with open(a.image_json) as f:
+        cfg = json.load(f).get("config", {})
     c.check(cfg.get("Entrypoint") == ["/opt/lmx/bin/entrypoint.sh"], f"entrypoint {cfg}")
     c.check(cfg.get("Cmd") == ["serve"], f"command {cfg.get('Cmd')}")
     user = (cfg.get("User") or "0").split(":")[0]
@@ -262,7 +259,7 @@ def bad_config_run(c, a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--runner", required=True, help="container/image/oci_run.py")
-    p.add_argument("--layout", required=True)
+    p.add_argument("--image-json", required=True, help="the image's config blob")
     p.add_argument("--rootfs", required=True)
     p.add_argument("--model", required=True)
     a = p.parse_args()

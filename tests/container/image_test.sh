@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The serving image, unpacked and started as SageMaker starts it, driven by boto3:
 #   bash tests/container/image_test.sh IMAGE.tar MODEL_DIR
-# IMAGE.tar comes from `container/build-image.sh cpu IMAGE.tar`; MODEL_DIR is mounted read-only
+# IMAGE.tar comes from `container/build-image.sh cpu IMAGE.tar` (or is a folder from
+# container/image/pack_for_device.sh); MODEL_DIR is mounted read-only
 # at /opt/ml/model (e.g. ../shared/models/tinystories-656k). Exits 0 only if every check holds,
 # 77 (with a line saying why) where this machine cannot run it: not root, no umoci, no
 # namespaces, no boto3.
@@ -11,7 +12,7 @@ image=$(realpath "$1")
 model=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-[[ -f $image ]] || { echo "image_test: $1 does not exist" >&2; exit 2; }
+[[ -e $image ]] || { echo "image_test: $1 does not exist" >&2; exit 2; }
 [[ -f $model/config.json ]] || { echo "image_test: $2 is not a model directory (no config.json)" >&2; exit 2; }
 
 skip() { echo "SKIP: image_test: $*"; exit 77; }
@@ -24,16 +25,13 @@ unshare --mount --pid --fork true 2>/dev/null || skip "this machine refuses new 
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/lmx-image-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/layout"
-tar -xf "$image" -C "$work/layout"
-ref=$(umoci ls --layout "$work/layout")
-if [[ $ref != cpu ]]; then
-  echo "image_test: $1 holds '$ref', not the cpu image; the cuda image runs on a GPU machine" \
-    "(container/gpu_image_check.sh)" >&2
+flavour=$(bash "$repo/container/image/unpack.sh" "$image" "$work")
+if [[ $flavour != cpu ]]; then
+  echo "image_test: $1 is the '$flavour' image, not the cpu one; the cuda image runs on a GPU" \
+    "machine (container/gpu_image_check.sh)" >&2
   exit 1
 fi
-umoci unpack --image "$work/layout:$ref" "$work/bundle" >/dev/null
-bash "$repo/container/image/check_rootfs.sh" "$work/bundle/rootfs" cpu
+bash "$repo/container/image/check_rootfs.sh" "$work/rootfs" cpu
 cd "$here"
-python3 image_sagemaker.py --runner "$repo/container/image/oci_run.py" --layout "$work/layout" \
-  --rootfs "$work/bundle/rootfs" --model "$model"
+python3 image_sagemaker.py --runner "$repo/container/image/oci_run.py" \
+  --image-json "$work/image.json" --rootfs "$work/rootfs" --model "$model"
