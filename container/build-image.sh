@@ -122,6 +122,8 @@ if command -v skopeo >/dev/null; then  # a reader we did not write must accept i
   skopeo inspect "oci-archive:$output:$flavour" >/dev/null ||
     { echo "build-image: skopeo cannot read $output" >&2; exit 1; }
 fi
+unpacked=$(stat -c %s "$base_tar")  # the layers' uncompressed tars
+for layer in "${layers[@]}"; do unpacked=$((unpacked + $(stat -c %s "$work/$layer.tar") )); done
 echo "build-image: $output: $flavour image, $(du -m "$output" | cut -f1) MiB archive," \
-  "$(du -sm "$work/root" | cut -f1) MiB unpacked, layers: base ${layers[*]}" \
+  "$((unpacked / 1048576)) MiB of layers unpacked (base ${layers[*]})" \
   "($((SECONDS - started)) s)"

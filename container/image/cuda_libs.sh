@@ -46,7 +46,7 @@ for bin in "$@"; do
 done
 ((${#copied[@]})) || { echo "cuda_libs: $* load(s) no CUDA library: not a CUDA build" >&2; exit 1; }
 for name in "${!copied[@]}"; do
-  echo "cuda_libs: $name ($((copied[$name] / 1048576)) MiB)" >&2
+  echo "cuda_libs: $name ($(awk -v b="${copied[$name]}" 'BEGIN {printf "%.1f", b / 1048576}') MiB)" >&2
 done
 
 # Licences: the wheel-style toolkit keeps them per package, the runfile install in EULA.txt.

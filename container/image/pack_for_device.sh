@@ -12,5 +12,5 @@ trap 'rm -rf "$work"' EXIT
 flavour=$(bash "$here/unpack.sh" "$1" "$work/image")
 mkdir -p "$2"
 cp "$work/image/image.json" "$2/image.json"
-tar --numeric-owner -C "$work/image/rootfs" -cf - . | xz -T0 -6 >"$2/rootfs.tar.xz"
+tar --numeric-owner -C "$work/image/rootfs" -cf - . | xz -T0 -9 >"$2/rootfs.tar.xz"  # -9: its 64 MiB window finds the CUDA kernels lmx and liblmx.so share
 echo "pack_for_device: $2: $flavour image, rootfs $(du -m "$2/rootfs.tar.xz" | cut -f1) MiB (xz)"
