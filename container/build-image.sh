@@ -46,7 +46,8 @@ if [[ -z ${LMX_IMAGE_BUILD_DIR:-} ]]; then
 fi
 bins=("$build/bin/lmx-server" "$build/bin/lmx" "$build/lib/liblmx.so")
 for f in "${bins[@]}"; do [[ -f $f ]] || { echo "build-image: $f is missing" >&2; exit 1; }; done
-if ldd "${bins[2]}" | grep -q 'libcudart'; then built=cuda; else built=cpu; fi
+libs=$(ldd "${bins[2]}")  # not piped into grep -q: under pipefail its early exit fails ldd
+if [[ $libs == *libcudart* ]]; then built=cuda; else built=cpu; fi
 [[ $built == "$flavour" ]] ||
   { echo "build-image: $build is a $built build, not $flavour" >&2; exit 1; }
 
