@@ -1,10 +1,10 @@
 #include "plugin/chat_prompt.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "engine/chat/chat_template.h"
 #include "engine/chat/interpreter.h"
+#include "engine/core/log.h"
 #include "plugin/json_bounds.h"
 
 namespace lmx::plugin {
@@ -77,7 +77,8 @@ std::shared_ptr<const ChatSetup> load_chat_setup(const std::string& model_dir,
         setup->templates[name] = std::make_shared<const chat::Template>(text);
       } catch (const std::exception& e) {
         setup->template_errors[name] = e.what();
-        spdlog::warn("chat template '{}' ({}) does not compile: {}", name, t.source, e.what());
+        lmx::logger().warn("chat template '{}' ({}) does not compile: {}", name, t.source,
+                           e.what());
       }
     }
     setup->special_tokens = chat::load_special_tokens(model_dir);

@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
 
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 
 namespace lmx::properties {
 namespace {
@@ -750,7 +750,7 @@ ServingConfig load_serving_config(const fs::path& model_dir, const Environment& 
   if (!errors.empty())
     throw Error(fmt::format("{} configuration errors:\n  - {}", errors.size(),
                             fmt::join(errors, "\n  - ")));
-  for (const std::string& w : cfg.warnings) spdlog::warn("config: {}", w);
+  for (const std::string& w : cfg.warnings) lmx::logger().warn("config: {}", w);
   return cfg;
 }
 

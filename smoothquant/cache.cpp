@@ -1,12 +1,12 @@
 #include "smoothquant/cache.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "engine/core/log.h"
 
 namespace lmx::smoothquant {
 namespace fs = std::filesystem;
@@ -78,7 +78,8 @@ std::optional<Plan> read_plan(const fs::path& file, const std::string& what) {
     }
     return p;
   } catch (const std::exception& e) {
-    spdlog::warn("smoothquant: ignoring the calibration cache {}: {}", file.string(), e.what());
+    lmx::logger().warn("smoothquant: ignoring the calibration cache {}: {}", file.string(),
+                       e.what());
     return std::nullopt;
   }
 }
@@ -102,7 +103,8 @@ void write_plan(const fs::path& file, const std::string& what, const Plan& plan)
     }
     fs::rename(tmp, file);
   } catch (const std::exception& e) {
-    spdlog::warn("smoothquant: could not write the calibration cache {}: {}", file.string(), e.what());
+    lmx::logger().warn("smoothquant: could not write the calibration cache {}: {}", file.string(),
+                       e.what());
   }
 }
 

@@ -1,13 +1,12 @@
 #include "smoothquant/smoothquant.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "smoothquant/cache.h"
 #include "smoothquant/calibration_text.h"
@@ -87,20 +86,20 @@ Report apply(LoadedModel& model, const Settings& settings) {
     r.samples = int(samples.size());
     for (const auto& s : samples) r.tokens += int(s.size());
     const auto started = std::chrono::steady_clock::now();
-    spdlog::info("smoothquant: calibrating {} on {} samples ({} tokens)", model.dir.string(),
-                 r.samples, r.tokens);
+    lmx::logger().info("smoothquant: calibrating {} on {} samples ({} tokens)", model.dir.string(),
+                       r.samples, r.tokens);
     r.plan = make_plan(model, calibrate(model, samples, kSearchRows), settings.alpha);
-    spdlog::info("smoothquant: calibrated in {:.1f} s", std::chrono::duration<double>(
-                                                            std::chrono::steady_clock::now() - started)
-                                                            .count());
+    lmx::logger().info(
+        "smoothquant: calibrated in {:.1f} s",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     if (cached) write_plan(r.cache_file, what, r.plan);
   }
   mark(model, r.plan);
-  spdlog::info("smoothquant: alpha per layer ({}): {}; smoothing {}; {} {}",
-               r.plan.searched ? "searched" : "fixed", describe_alphas(r.plan),
-               r.plan.in_norm ? "folded into the norms" : "applied to the activations",
-               r.from_cache ? "from the cache" : (cached ? "cached in" : "not cached"),
-               cached ? r.cache_file.string() : "");
+  lmx::logger().info("smoothquant: alpha per layer ({}): {}; smoothing {}; {} {}",
+                     r.plan.searched ? "searched" : "fixed", describe_alphas(r.plan),
+                     r.plan.in_norm ? "folded into the norms" : "applied to the activations",
+                     r.from_cache ? "from the cache" : (cached ? "cached in" : "not cached"),
+                     cached ? r.cache_file.string() : "");
   return r;
 }
 

@@ -18,13 +18,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <spdlog/spdlog.h>
-
 #include "engine/api/replicated_engine.h"
 #include "engine/backend/cpu_backend.h"
 #if LMX_HAVE_CUDA_BACKEND
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
+#include "engine/core/log.h"
 #include "engine/model/model.h"
 #include "engine/model/quantization.h"
 #include "engine/model/shard.h"
@@ -78,10 +77,11 @@ KvCacheShape plan_cpu_kv(const properties::ServingConfig& config, const DecoderD
                 "option.max_rolling_batch_size (batch_size with rolling_batch=disable)",
                 config.max_tokens, concurrent_sequences(config), bytes / (1 << 30), ram / (1 << 30));
   const kernels::KvDtype dtype = kv_dtype(config.kv_cache_dtype);
-  spdlog::info("KV cache: {} blocks of {} tokens ({:.1f} MiB), dtype {}", blocks, kBlockSize,
-               bytes / (1 << 20),
-               dtype == kernels::KvDtype::fp8_e4m3 ? "fp8_e4m3 (emulated: rounded, stored as fp32)"
-                                                   : "fp32");
+  lmx::logger().info("KV cache: {} blocks of {} tokens ({:.1f} MiB), dtype {}", blocks, kBlockSize,
+                     bytes / (1 << 20),
+                     dtype == kernels::KvDtype::fp8_e4m3
+                         ? "fp8_e4m3 (emulated: rounded, stored as fp32)"
+                         : "fp32");
   return {kBlockSize, int(blocks), dtype};
 }
 
@@ -156,8 +156,8 @@ class EngineImpl final : public Engine {
     if (load_s > config.model_loading_timeout_s)
       throw_error("loading the model took {:.0f} s, more than option.model_loading_timeout={} s",
                   load_s, config.model_loading_timeout_s);
-    spdlog::info("engine ready: {} on {} ({}), {}; KV cache {}", model_.desc.architecture,
-                 backend_->name(), path().name, path().reason, kv_cache_dtype_);
+    lmx::logger().info("engine ready: {} on {} ({}), {}; KV cache {}", model_.desc.architecture,
+                       backend_->name(), path().name, path().reason, kv_cache_dtype_);
     delivery_ = std::thread([this] { run_deliveries(); });
     worker_ = std::thread([this] { run(); });
   }
@@ -316,9 +316,9 @@ class EngineImpl final : public Engine {
         try {
           (*d.callback)(d.update);
         } catch (const std::exception& e) {
-          spdlog::error("update callback of request {} threw: {}", d.update.id, e.what());
+          lmx::logger().error("update callback of request {} threw: {}", d.update.id, e.what());
         } catch (...) {
-          spdlog::error("update callback of request {} threw", d.update.id);
+          lmx::logger().error("update callback of request {} threw", d.update.id);
         }
       }
       batch.clear();
@@ -413,7 +413,7 @@ class EngineImpl final : public Engine {
 
   void emit(const TokenOutput& out) {
     if (out.finished && out.reason == FinishReason::Error) {  // this request alone failed
-      spdlog::warn("request {}: {}", out.id, out.error);
+      lmx::logger().warn("request {}: {}", out.id, out.error);
       non_finite_logits_total_.fetch_add(1);
       finish(out.id, FinishReason::Error, out.error);
       return;
@@ -452,12 +452,13 @@ class EngineImpl final : public Engine {
   // forward, sampling, ids back) and the time before it since the previous step ended (emitting
   // updates, taking new requests).
   void trace_step(Clock::time_point start, Clock::time_point end) {
-    if (!spdlog::should_log(spdlog::level::debug)) return;
+    if (!lmx::logger().should_log(spdlog::level::debug)) return;
     const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
     const StepComposition c = scheduler_.last_step();
-    spdlog::debug("step: {} decode + {} prompt tokens, {:.3f} ms, {:.3f} ms since the last step",
-                  c.decode_tokens, c.prompt_tokens, ms(end - start),
-                  last_step_end_ ? ms(start - *last_step_end_) : 0.0);
+    lmx::logger().debug(
+        "step: {} decode + {} prompt tokens, {:.3f} ms, {:.3f} ms since the last step",
+        c.decode_tokens, c.prompt_tokens, ms(end - start),
+        last_step_end_ ? ms(start - *last_step_end_) : 0.0);
     last_step_end_ = end;
   }
 
@@ -474,7 +475,7 @@ class EngineImpl final : public Engine {
       try {
         outputs = scheduler_.step();
       } catch (const std::exception& e) {  // fail what was running, keep serving
-        spdlog::error("engine step failed: {}", e.what());
+        lmx::logger().error("engine step failed: {}", e.what());
         std::vector<uint64_t> ids;
         for (const auto& [id, a] : active_) ids.push_back(id);
         for (uint64_t id : ids) {
@@ -552,8 +553,8 @@ std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) 
     }
   }
   if (error) std::rethrow_exception(error);
-  spdlog::info("{} replicas of the model, each on tensor_parallel_degree {}", replicas.size(),
-               config.tensor_parallel_degree);
+  lmx::logger().info("{} replicas of the model, each on tensor_parallel_degree {}", replicas.size(),
+                     config.tensor_parallel_degree);
   return make_replicated_engine(std::move(replicas));
 }
 

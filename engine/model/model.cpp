@@ -1,8 +1,7 @@
 #include "engine/model/model.h"
 
-#include <spdlog/spdlog.h>
-
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 #include "engine/model/quantization.h"
 
 namespace lmx {
@@ -21,16 +20,16 @@ LoadedModel load_model(const std::filesystem::path& model_dir, const LinearQuant
                   m.config.source());
     m.random_seed = (*random)["seed"].get<uint64_t>();
     m.weights = describe_weights(m.desc);
-    spdlog::warn("{}: random weights (seed {}) for benchmarks, no checkpoint read",
-                 model_dir.string(), *m.random_seed);
+    lmx::logger().warn("{}: random weights (seed {}) for benchmarks, no checkpoint read",
+                       model_dir.string(), *m.random_seed);
   } else {
     m.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(model_dir));
     m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc));
   }
   if (quant.quantized()) request_quantization(m.weights, quant);
-  spdlog::info("loaded {} from {}: {} layers, hidden {}, {} heads / {} kv heads, vocab {}",
-               m.desc.architecture, model_dir.string(), m.desc.num_layers, m.desc.hidden_size,
-               m.desc.num_heads, m.desc.num_kv_heads, m.desc.vocab_size);
+  lmx::logger().info("loaded {} from {}: {} layers, hidden {}, {} heads / {} kv heads, vocab {}",
+                     m.desc.architecture, model_dir.string(), m.desc.num_layers, m.desc.hidden_size,
+                     m.desc.num_heads, m.desc.num_kv_heads, m.desc.vocab_size);
   return m;
 }
 

@@ -2,9 +2,8 @@
 
 #include <nccl.h>
 
-#include <spdlog/spdlog.h>
-
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 
 namespace lmx {
 namespace {
@@ -37,8 +36,8 @@ std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& hos
   check(ncclCommInitRank(&comm, host.size(), id, host.rank()), "communicator init");
   int device = -1;
   cudaGetDevice(&device);
-  spdlog::info("NCCL {}.{}: rank {} of {} on GPU {}", NCCL_MAJOR, NCCL_MINOR, host.rank(),
-               host.size(), device);
+  lmx::logger().info("NCCL {}.{}: rank {} of {} on GPU {}", NCCL_MAJOR, NCCL_MINOR, host.rank(),
+                     host.size(), device);
   return std::unique_ptr<DeviceCommunicator>(
       new DeviceCommunicator(comm, host.rank(), host.size()));
 }

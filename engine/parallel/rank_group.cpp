@@ -4,9 +4,8 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 #include "engine/parallel/mpi_communicator.h"
 #include "engine/parallel/rank_step.h"
 
@@ -34,8 +33,8 @@ void run_steps(Communicator& comm, Backend& backend) {
     try {
       backend.forward_discard(step->chunks);
     } catch (const std::exception& e) {
-      spdlog::debug("tensor-parallel rank {}: step failed as on the leader: {}", comm.rank(),
-                    e.what());
+      lmx::logger().debug("tensor-parallel rank {}: step failed as on the leader: {}", comm.rank(),
+                          e.what());
     }
   }
 }
@@ -56,7 +55,7 @@ class RankGroup final : public Backend {
     try {
       send_stop(comm_);
     } catch (const std::exception& e) {
-      spdlog::error("tensor-parallel group: could not stop the other ranks: {}", e.what());
+      lmx::logger().error("tensor-parallel group: could not stop the other ranks: {}", e.what());
     }
     // The leader's part goes while the others free theirs: freeing a device communicator may wait
     // for its peers (NCCL), so no rank may wait for another to finish first.

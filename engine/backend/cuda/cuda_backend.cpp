@@ -11,18 +11,17 @@
 #include <optional>
 #include <set>
 
-#include <spdlog/spdlog.h>
-
+#include "engine/backend/activation_kind.h"
+#include "engine/backend/alibi.h"
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/rope.h"
+#include "engine/backend/sample_rows.h"
+#include "engine/core/log.h"
 #include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/parallel/mpi_communicator.h"
 #include "engine/parallel/nccl_communicator.h"
 #include "engine/parallel/rank_group.h"
-#include "engine/backend/activation_kind.h"
-#include "engine/backend/alibi.h"
-#include "engine/backend/sample_rows.h"
-#include "engine/backend/rope.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
@@ -320,7 +319,8 @@ class CudaBackend final : public Backend {
     const std::vector<T> ones(size_t(H), T(1.0f));
     upload(ones, ones_.get());
     LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    spdlog::info("decode projections fused: norm weights folded into the qkv and gate/up columns");
+    lmx::logger().info(
+        "decode projections fused: norm weights folded into the qkv and gate/up columns");
   }
 
   // Whether this step's layers run the fused decode projections.
@@ -627,7 +627,7 @@ class CudaBackend final : public Backend {
     LMX_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     cudaGraphDestroy(graph);
     graphs_.emplace(key, exec);
-    spdlog::info("captured a decode graph for batch {} / context {}", key.first, key.second);
+    lmx::logger().info("captured a decode graph for batch {} / context {}", key.first, key.second);
     LMX_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
   }
 
@@ -650,9 +650,9 @@ class CudaBackend final : public Backend {
       if (skinny(rows, K)) return;
       const k::LinearTuning t = k::tune_linear<T>(gemm_, weights.data(), int(weights.size()), x,
                                                   y, rows, N, K, stream_);
-      spdlog::info("{} rows, {} ({} x {}): cuBLAS default {:.1f} us, kept {} {:.1f} us ({} tried)",
-                   rows, name, N, K, t.default_us, t.lt ? "cuBLASLt" : "the default", t.best_us,
-                   t.candidates);
+      lmx::logger().info(
+          "{} rows, {} ({} x {}): cuBLAS default {:.1f} us, kept {} {:.1f} us ({} tried)", rows,
+          name, N, K, t.default_us, t.lt ? "cuBLASLt" : "the default", t.best_us, t.candidates);
     };
     tune("qkv", every_layer(&DeviceLayer::qkv), h_.get(), qkv_.get(), desc_.qkv_size(), H);
     tune("o", every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
@@ -907,10 +907,11 @@ class CudaBackend final : public Backend {
       LMX_CUDA_CHECK(cudaMemset(k_cache_.back().get(), 0, k_cache_.back().bytes()));
       LMX_CUDA_CHECK(cudaMemset(v_cache_.back().get(), 0, v_cache_.back().bytes()));
     }
-    spdlog::info("CUDA memory plan: weights {:.2f} GiB, KV cache {} blocks ({:.2f} GiB, {}), "
-                 "{:.2f} GiB free before the cache", w_.bytes / 1073741824.0, blocks,
-                 double(blocks) * per_block / 1073741824.0, kernels::kv_dtype_name(opts_.kv_dtype),
-                 free_bytes / 1073741824.0);
+    lmx::logger().info(
+        "CUDA memory plan: weights {:.2f} GiB, KV cache {} blocks ({:.2f} GiB, {}), "
+        "{:.2f} GiB free before the cache",
+        w_.bytes / 1073741824.0, blocks, double(blocks) * per_block / 1073741824.0,
+        kernels::kv_dtype_name(opts_.kv_dtype), free_bytes / 1073741824.0);
   }
 
   DecoderDesc model_desc_;  // the whole model's (what desc() reports)
@@ -966,8 +967,9 @@ std::unique_ptr<Backend> build(const DecoderDesc& desc, TensorParallelRank tp,
                                std::optional<uint64_t> seed, const CudaBackendOptions& o) {
   const WeightLoad load{folds_norms<T>(rank_desc(desc, tp), o)};
   DeviceWeights<T> w = seed ? random_weights<T>(refs, *seed, load) : upload_weights<T>(refs, load);
-  spdlog::info("rank {}: {:.2f} GiB of weights on the GPU (at most {:.2f} GiB during the load)",
-               tp.rank, double(w.bytes) / (1 << 30), double(w.peak_bytes) / (1 << 30));
+  lmx::logger().info(
+      "rank {}: {:.2f} GiB of weights on the GPU (at most {:.2f} GiB during the load)", tp.rank,
+      double(w.bytes) / (1 << 30), double(w.peak_bytes) / (1 << 30));
   return std::make_unique<CudaBackend<T>>(desc, tp, std::move(comm), std::move(w), o);
 }
 
