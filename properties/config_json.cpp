@@ -36,6 +36,7 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
     return c.chat_template.empty() ? json() : json(c.chat_template);
   if (key == "option.tool_call_parser")
     return c.tool_call_parser.empty() ? json("auto") : json(c.tool_call_parser);
+  if (key == "option.max_stream_buffer_bytes") return c.max_stream_buffer_bytes;
   if (key == "job_queue_size") return c.job_queue_size;
   if (key == "batch_size") return c.batch_size;
   if (key == "max_batch_delay") return c.max_batch_delay_ms;

@@ -60,6 +60,7 @@ const std::vector<std::string> kKnownKeys = {
     "option.model_loading_timeout",
     "option.chat_template",
     "option.tool_call_parser",
+    "option.max_stream_buffer_bytes",
     "job_queue_size",
     "batch_size",
     "max_batch_delay",
@@ -606,6 +607,7 @@ class Resolver {
     }
 
     int_key("option.model_loading_timeout", cfg_.model_loading_timeout_s, 1);
+    int_key("option.max_stream_buffer_bytes", cfg_.max_stream_buffer_bytes, 1);
     int_key("chunked_read_timeout", cfg_.chunked_read_timeout_s, 1);
     // DJL's timeout for the next chunk of a streamed response: lmx-server does not implement it
     // yet, so an explicit value is refused rather than ignored (the default is reported as

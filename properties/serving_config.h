@@ -55,6 +55,9 @@ struct ServingConfig {
   int model_loading_timeout_s = 1800;
   std::string chat_template;     // a template file overriding the model's ("" = the model's)
   std::string tool_call_parser;  // hermes | llama3_json | mistral ("" = from the template)
+  // The plugin's bound on one streaming request's chunks waiting for a slow stream callback;
+  // past it the request is cancelled (plugin/stream_delivery.h).
+  int max_stream_buffer_bytes = 1 << 20;
 
   // Server (non-option) keys.
   int job_queue_size = 1000;

@@ -64,6 +64,7 @@ TEST(ServingConfig, LmiDefaultsWithoutAnyConfiguration) {
   EXPECT_EQ(c.output_formatter, OutputFormatter::Json);
   EXPECT_FALSE(c.trust_remote_code);
   EXPECT_EQ(c.model_loading_timeout_s, 1800);
+  EXPECT_EQ(c.max_stream_buffer_bytes, 1 << 20);
   EXPECT_EQ(c.job_queue_size, 1000);
   EXPECT_EQ(c.batch_size, 1);
   EXPECT_EQ(c.max_batch_delay_ms, 100);
@@ -470,5 +471,22 @@ TEST(ServingConfig, ChatTemplateFileAndToolCallParser) {
     EXPECT_NE(m.find("is not a file"), std::string::npos) << m;
     EXPECT_NE(m.find("auto (from the chat template), hermes, llama3_json, mistral"),
               std::string::npos) << m;
+  }
+}
+
+// The plugin's bound on one stream's chunks waiting for a slow callback (plugin/stream_delivery.h).
+TEST(ServingConfig, MaxStreamBufferBytes) {
+  TempModelDir dir("option.max_stream_buffer_bytes=4096\n");
+  const ServingConfig c = load(dir);
+  EXPECT_EQ(c.max_stream_buffer_bytes, 4096);
+  EXPECT_EQ(to_json(c)["settings"]["option.max_stream_buffer_bytes"]["value"], 4096);
+  EXPECT_TRUE(to_json(c)["settings"]["option.max_stream_buffer_bytes"]["takes_effect"]);
+  TempModelDir zero("option.max_stream_buffer_bytes=0\n");
+  try {
+    load(zero);
+    FAIL() << "accepted 0";
+  } catch (const lmx::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "invalid value '0' for option.max_stream_buffer_bytes"));
+    EXPECT_TRUE(contains(e.what(), "an integer >= 1"));
   }
 }
