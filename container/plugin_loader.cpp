@@ -3,12 +3,18 @@
 #include <dlfcn.h>
 
 #include <stdexcept>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
 namespace lmx::server {
 
 namespace {
+
+// The plugin's log lines, into this server's log (its default spdlog logger, its level).
+void forward_plugin_log(void*, int32_t level, const char* message, size_t len) {
+  spdlog::log(static_cast<spdlog::level::level_enum>(level), "{}", std::string_view(message, len));
+}
 
 template <typename Fn>
 void resolve(void* lib, const std::string& path, const char* name, Fn& out) {
@@ -37,6 +43,12 @@ PluginApi PluginApi::load(const std::string& path) {
   }
   resolve(api.library, path, "lmx_last_error", api.last_error);
   resolve(api.library, path, "lmx_last_error_field", api.last_error_field);
+  resolve(api.library, path, "lmx_set_log_callback", api.set_log_callback);
+  if (api.set_log_callback(&forward_plugin_log, nullptr,
+                           static_cast<int32_t>(spdlog::get_level())) != LMX_STATUS_OK) {
+    throw std::runtime_error("plugin " + path +
+                             ": lmx_set_log_callback failed: " + api.last_error());
+  }
   resolve(api.library, path, "lmx_create", api.create);
   resolve(api.library, path, "lmx_predict", api.predict);
   resolve(api.library, path, "lmx_predict_stream", api.predict_stream);

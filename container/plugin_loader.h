@@ -19,6 +19,7 @@ struct PluginApi {
   int32_t (*abi_version)(void) = nullptr;
   const char* (*last_error)(void) = nullptr;
   const char* (*last_error_field)(void) = nullptr;
+  lmx_status (*set_log_callback)(lmx_log_callback, void*, int32_t) = nullptr;
   lmx_status (*create)(const char*, const char*, lmx_handle**) = nullptr;
   lmx_status (*predict)(lmx_handle*, const char*, char**) = nullptr;
   lmx_status (*predict_stream)(lmx_handle*, const char*, lmx_stream_callback, void*,
@@ -26,9 +27,10 @@ struct PluginApi {
   lmx_status (*cancel)(lmx_handle*, uint64_t) = nullptr;
   lmx_status (*health)(lmx_handle*, char**) = nullptr;
   void (*free_string)(char*) = nullptr;
-  void (*destroy)(lmx_handle*) = nullptr;
+  lmx_status (*destroy)(lmx_handle*) = nullptr;
 
-  // Throws std::runtime_error naming the path, the missing symbol or the ABI mismatch.
+  // Throws std::runtime_error naming the path, the missing symbol or the ABI mismatch. The
+  // plugin's log lines are routed into this server's spdlog logger at its level.
   static PluginApi load(const std::string& path);
 };
 

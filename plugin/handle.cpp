@@ -33,7 +33,22 @@ std::vector<properties::Override> parse_overrides(const char* overrides_json) {
   return out;
 }
 
-json health_json(const lmx_handle& h) {
+void Handle::begin_call() {
+  std::lock_guard lock(calls_mu_);
+  ++calls_;
+}
+
+void Handle::end_call() {
+  std::lock_guard lock(calls_mu_);
+  if (--calls_ == 0) calls_cv_.notify_all();
+}
+
+void Handle::wait_for_calls() {
+  std::unique_lock lock(calls_mu_);
+  calls_cv_.wait(lock, [&] { return calls_ == 0; });
+}
+
+json health_json(const Handle& h) {
   const auto& cfg = h.engine->config();
   json engine = h.engine->stats();
   std::string state = h.shutting_down ? "shutting_down" : "ready";
@@ -56,16 +71,18 @@ json health_json(const lmx_handle& h) {
                 {"job_queue_size", cfg.job_queue_size},
                 {"max_rolling_batch_size", cfg.max_rolling_batch_size},
                 {"chunked_read_timeout", cfg.chunked_read_timeout_s},
+                {"max_stream_buffer_bytes", cfg.max_stream_buffer_bytes},
                 {"device", std::string(properties::to_string(cfg.device))},
                 {"dtype", std::string(properties::to_string(cfg.dtype))},
                 {"kv_cache_dtype", std::string(properties::to_string(cfg.kv_cache_dtype))},
                 {"tensor_parallel_degree", cfg.tensor_parallel_degree},
                 {"task", cfg.task},
-                {"chat_template", h.chat && h.chat->load_error.empty() ? json(h.chat->source)
-                                                                      : json(nullptr)},
+                {"chat_template",
+                 h.chat && h.chat->load_error.empty() ? json(h.chat->source) : json(nullptr)},
                 {"tool_call_parser", h.chat && !h.chat->tool_call_parser.empty()
                                          ? json(h.chat->tool_call_parser)
                                          : json(nullptr)}}},
+              {"streams", h.streams ? h.streams->stats() : json(nullptr)},
               {"engine", engine}};
 }
 

@@ -29,7 +29,7 @@ static lmx_status (*p_predict_stream)(lmx_handle*, const char*, lmx_stream_callb
 static lmx_status (*p_cancel)(lmx_handle*, uint64_t);
 static lmx_status (*p_health)(lmx_handle*, char**);
 static void (*p_free_string)(char*);
-static void (*p_destroy)(lmx_handle*);
+static lmx_status (*p_destroy)(lmx_handle*);
 
 static void* resolve(void* lib, const char* name) {
   void* sym = dlsym(lib, name);
