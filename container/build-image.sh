@@ -2,8 +2,9 @@
 # Builds the LMX serving image as an OCI archive, without Docker (debootstrap + umoci):
 #   bash container/build-image.sh [cpu|cuda] OUTPUT.tar      (cpu is the default flavour)
 # Layers: a minimal Debian base with the runtime libraries (cached, container/image/base.sh),
-# for cuda the CUDA runtime libraries (container/image/cuda_libs.sh), then lmx-server, liblmx.so,
-# lmx and the entrypoint under /opt/lmx. Run: entrypoint + `serve`, as uid 1000, port 8080.
+# for cuda the CUDA runtime libraries (container/image/cuda_libs.sh), then lmx-server, liblmx.so
+# (and for cuda liblmx_cuda.so, the CUDA backend liblmx.so opens on demand), lmx and the
+# entrypoint under /opt/lmx. Run: entrypoint + `serve`, as uid 1000, port 8080.
 # env: LMX_IMAGE_BUILD_DIR   use this build of lmx (its flavour is checked) instead of building
 #                            build-image/<flavour> here
 #      LMX_CUDA_ARCHITECTURES  cuda flavour's GPUs (default 90a, as the Dockerfile: sm_80/86/89
@@ -45,9 +46,12 @@ if [[ -z ${LMX_IMAGE_BUILD_DIR:-} ]]; then
   ninja -C "$build" lmx-server lmx lmx_plugin >&2
 fi
 bins=("$build/bin/lmx-server" "$build/bin/lmx" "$build/lib/liblmx.so")
-for f in "${bins[@]}"; do [[ -f $f ]] || { echo "build-image: $f is missing" >&2; exit 1; }; done
-libs=$(ldd "${bins[2]}")  # not piped into grep -q: under pipefail its early exit fails ldd
+# The flavour of the build: lmx links the CUDA backend in a CUDA build (liblmx.so never does: it
+# opens liblmx_cuda.so beside it on demand, which a CUDA build must then have).
+libs=$(ldd "${bins[1]}")  # not piped into grep -q: under pipefail its early exit fails ldd
 if [[ $libs == *libcudart* ]]; then built=cuda; else built=cpu; fi
+[[ $built == cuda ]] && bins+=("$build/lib/liblmx_cuda.so")
+for f in "${bins[@]}"; do [[ -f $f ]] || { echo "build-image: $f is missing" >&2; exit 1; }; done
 [[ $built == "$flavour" ]] ||
   { echo "build-image: $build is a $built build, not $flavour" >&2; exit 1; }
 
@@ -63,7 +67,8 @@ lmx="$work/lmx"
 install -D -m 755 "${bins[0]}" "$lmx/opt/lmx/bin/lmx-server"
 install -D -m 755 "${bins[1]}" "$lmx/opt/lmx/bin/lmx"
 install -D -m 755 "${bins[2]}" "$lmx/opt/lmx/lib/liblmx.so"
-strip --strip-unneeded "$lmx"/opt/lmx/bin/* "$lmx/opt/lmx/lib/liblmx.so"
+[[ $flavour == cuda ]] && install -D -m 755 "${bins[3]}" "$lmx/opt/lmx/lib/liblmx_cuda.so"
+strip --strip-unneeded "$lmx"/opt/lmx/bin/* "$lmx"/opt/lmx/lib/liblmx*.so
 install -D -m 755 "$repo/container/entrypoint.sh" "$lmx/opt/lmx/bin/entrypoint.sh"
 install -D -m 644 "$repo/container/serving.properties.example" \
   "$lmx/opt/lmx/share/serving.properties.example"

@@ -36,7 +36,7 @@ root="$work/rootfs"
 if grep -q '"org.lmx.nvidia-libs": "omit"' "$work/image.json"; then
   echo "gpu_image_check: the image has no CUDA runtime layer; adding it from this machine's toolkit"
   bash "$repo/container/image/cuda_libs.sh" "$root/opt/lmx/lib" "$root/opt/lmx/share/licenses" \
-    "$root/opt/lmx/lib/liblmx.so" "$root/opt/lmx/bin/lmx"
+    "$root/opt/lmx/lib/liblmx_cuda.so" "$root/opt/lmx/bin/lmx"
   ldconfig -r "$root"
 fi
 bash "$repo/container/image/check_rootfs.sh" "$root" cuda
@@ -54,11 +54,12 @@ while read -r name path; do
 done <<<"$driver_libs"
 echo "driver libraries given to the container: $(awk '{print $1}' <<<"$driver_libs" | paste -sd' ')"
 
-# libcudart loads libcuda.so.1 with dlopen (ldd of liblmx.so does not list it): the driver's own
+# libcudart loads libcuda.so.1 with dlopen (ldd of liblmx_cuda.so, the CUDA backend liblmx.so
+# opens on demand, does not list it): the driver's own
 # dependencies must resolve in the image too, and serving on cuda below proves it is found.
 echo "== ldd in the image"
 ldd_out=$(python3 "$repo/container/image/oci_run.py" "${run_args[@]}" ldd /opt/lmx/lib/liblmx.so \
-  /opt/lmx/bin/lmx-server /opt/lmx/bin/lmx /usr/local/nvidia/lib64/libcuda.so.1)
+  /opt/lmx/lib/liblmx_cuda.so /opt/lmx/bin/lmx-server /opt/lmx/bin/lmx /usr/local/nvidia/lib64/libcuda.so.1)
 echo "$ldd_out"
 if grep -q "not found" <<<"$ldd_out"; then echo "gpu_image_check: FAIL: a library is missing" >&2; exit 1; fi
 

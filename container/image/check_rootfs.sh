@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks an image's root filesystem holds what runs and nothing of the build:
-#   - every library lmx-server, lmx and liblmx.so load resolves inside it (ldd in a chroot), the
-#     CUDA runtime from /opt/lmx/lib; only the driver's libcuda.so.1 may come from the host;
+#   - every library lmx-server, lmx, liblmx.so (and for cuda liblmx_cuda.so) load resolves inside
+#     it (ldd in a chroot), the CUDA runtime from /opt/lmx/lib; only the driver's libcuda.so.1 may
+#     come from the host; liblmx.so loads no CUDA library in either flavour (it opens
+#     liblmx_cuda.so on demand);
 #   - lmx-server and lmx start in it as the unprivileged user (uid 1000);
 #   - no compiler, linker, CUDA toolkit, headers or sources.
 # usage: check_rootfs.sh ROOTFS cpu|cuda      (root: it uses chroot)
@@ -9,25 +11,26 @@ set -euo pipefail
 root=$1 flavour=$2
 fails=0
 fail() { echo "check_rootfs: $*" >&2; fails=$((fails + 1)); }
-bins=(/opt/lmx/bin/lmx-server /opt/lmx/bin/lmx /opt/lmx/lib/liblmx.so /opt/lmx/bin/entrypoint.sh)
-for b in "${bins[@]}"; do [[ -f $root$b ]] || fail "$b is missing"; done
+libs=(/opt/lmx/bin/lmx-server /opt/lmx/bin/lmx /opt/lmx/lib/liblmx.so)
+[[ $flavour == cuda ]] && libs+=(/opt/lmx/lib/liblmx_cuda.so)
+for b in "${libs[@]}" /opt/lmx/bin/entrypoint.sh; do [[ -f $root$b ]] || fail "$b is missing"; done
 ((fails == 0)) || exit 1
 
-for b in "${bins[@]:0:3}"; do
+for b in "${libs[@]}"; do
   out=$(chroot "$root" /usr/bin/ldd "$b" 2>&1) || fail "ldd $b failed: $out"
   while read -r line; do
     [[ $line == *"not found"* ]] || continue
     [[ $flavour == cuda && $line == libcuda.so.1* ]] && continue  # the host driver's
     fail "$b: ${line%% =>*} is not in the image"
   done <<<"$out"
-  if [[ $flavour == cuda && $b == */liblmx.so ]]; then
+  if [[ $flavour == cuda && $b == */liblmx_cuda.so ]]; then
     for lib in libcudart libcublas libcublasLt libnccl; do
       grep -Eq "^\s*$lib\.so\.[0-9]+ => /opt/lmx/lib/" <<<"$out" ||
         fail "$b does not load $lib from /opt/lmx/lib: $(grep "$lib\." <<<"$out" || echo absent)"
     done
   fi
-  if [[ $flavour == cpu ]] && grep -Eq 'libcu(da|dart|blas)' <<<"$out"; then
-    fail "$b of the cpu image loads CUDA libraries"
+  if [[ $flavour == cpu || $b == */liblmx.so ]] && grep -Eq 'libcu(da|dart|blas)' <<<"$out"; then
+    fail "$b of the $flavour image loads CUDA libraries"
   fi
 done
 

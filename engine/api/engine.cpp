@@ -21,7 +21,7 @@
 #include "engine/api/replicated_engine.h"
 #include "engine/backend/cpu_backend.h"
 #if LMX_HAVE_CUDA_BACKEND
-#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_backend_factory.h"
 #endif
 #include "engine/core/log.h"
 #include "engine/model/model.h"
@@ -116,7 +116,7 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
   o.fused = model.architecture->fused_policy;
   o.tensor_parallel_degree = config.tensor_parallel_degree;
   o.first_device = replica * config.tensor_parallel_degree;
-  return make_cuda_backend(model, o);
+  return cuda_backend_factory()(model, o);  // linked, or liblmx_cuda.so opened now (plugin)
 #else
   throw_error("option.device=cuda: this build has no CUDA backend");
 #endif

@@ -32,13 +32,26 @@ inline spdlog::logger& logger() {
   return l != nullptr ? *l : *spdlog::default_logger_raw();
 }
 
+namespace detail {
+inline std::mutex g_logger_mu;
+inline std::shared_ptr<spdlog::logger> g_logger_owner;  // the installed one, guarded by the mutex
+}  // namespace detail
+
+// What logger() returns, shared (to hand to code in another shared object of the engine: the
+// plugin passes it to liblmx_cuda.so).
+inline std::shared_ptr<spdlog::logger> shared_logger() {
+  std::lock_guard lock(detail::g_logger_mu);
+  return detail::g_logger_owner ? detail::g_logger_owner : spdlog::default_logger();
+}
+
 // Makes `l` what logger() returns from now on. Installed loggers are kept until the process ends:
 // another thread may be writing to the previous one at this moment.
 inline void set_logger(std::shared_ptr<spdlog::logger> l) {
-  static std::mutex mu;
   static auto* kept = new std::vector<std::shared_ptr<spdlog::logger>>();  // never freed
-  std::lock_guard lock(mu);
+  std::lock_guard lock(detail::g_logger_mu);
+  if (l == detail::g_logger_owner) return;
   kept->push_back(l);
+  detail::g_logger_owner = l;
   detail::g_logger.store(l.get(), std::memory_order_release);
 }
 

@@ -18,6 +18,10 @@ Sections (all by default, or --section NAME ...):
   threads    16 threads on one handle: predict, list predict, streams, health; every answer right
   destroy    lmx_destroy under 16 threads of load: calls fail cleanly, every started stream gets
              its final chunk before destroy returns; two threads destroying one handle
+  cuda       loading the plugin and serving on cpu maps no CUDA library (liblmx.so needs none);
+             with a CUDA build on a GPU, option.device=cuda opens liblmx_cuda.so beside it on
+             demand, and a liblmx.so without it says so (without a GPU, cuda is refused first:
+             cuda_on_demand_test.py runs the loader there)
 At the end every header function must have been called.
 
 usage: ctypes_host_test.py --plugin LIB --header plugin.h --model DIR [--section NAME ...]
@@ -545,8 +549,77 @@ def section_destroy(r):
     t.check(sorted(results) == [0, inv], f"two threads destroying one handle: {results}")
 
 
+CUDA_LIBS = ("libcudart", "libcublas", "libcublasLt", "libnccl")
+
+
+def cuda_mapped():
+    """The CUDA libraries mapped into this process now."""
+    maps = open("/proc/self/maps").read()
+    return sorted({lib for lib in CUDA_LIBS if "/" + lib in maps})
+
+
+def try_create(r, overrides):
+    h = c_void_p()
+    st = r.lib.create(r.args.model.encode(), json.dumps(overrides).encode(), byref(h))
+    return st, r.lib.error(), h
+
+
+ALONE = """import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.lmx_create.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+lib.lmx_last_error.restype = ctypes.c_char_p
+h = ctypes.c_void_p()
+st = lib.lmx_create(sys.argv[2].encode(), json.dumps({"option.device": "cuda"}).encode(),
+                    ctypes.byref(h))
+print(json.dumps({"status": st, "error": lib.lmx_last_error().decode()}))
+"""
+
+
+def section_cuda(r):
+    t = r.t
+    needed = subprocess.run(["readelf", "-d", r.args.plugin], capture_output=True, text=True,
+                            check=True).stdout
+    t.check(not any(lib in needed for lib in CUDA_LIBS),
+            f"liblmx.so must not need a CUDA library: {needed}")
+    h = r.create()
+    t.check(r.predict(h, request(2))[0] == 0, "a cpu model serves")
+    t.check(not cuda_mapped(), f"CUDA libraries mapped by a cpu host: {cuda_mapped()}")
+    r.lib.destroy(h)
+    beside = os.path.join(os.path.dirname(os.path.abspath(r.args.plugin)), "liblmx_cuda.so")
+    if not os.path.exists(beside):
+        st, err, _ = try_create(r, {"option.device": "cuda"})
+        t.check(st == r.st("CONFIG_ERROR") and "cuda" in err,
+                f"a build without CUDA refuses option.device=cuda when configuring: {st} {err!r}")
+        log(f"   (no {beside}: a build without CUDA, so there is no backend to open on demand)")
+        return
+    # With it: opened when a model runs on cuda. Where no GPU is visible, the configuration
+    # refuses cuda first (tests/plugin/cuda_on_demand_test.py runs the loader there instead).
+    st, err, h = try_create(r, {"option.device": "cuda"})
+    if st != 0:
+        t.check(st == r.st("CONFIG_ERROR") and "GPU" in err,
+                f"cuda on a machine without a GPU is refused, saying so: {st} {err!r}")
+        t.check(not cuda_mapped(), f"CUDA mapped by a refused cuda model: {cuda_mapped()}")
+        log("   (no GPU visible: a cuda model is refused before the CUDA backend would be opened)")
+        return
+    t.check(r.predict(h, request(2))[0] == 0, "a cuda model serves through the plugin")
+    r.lib.destroy(h)
+    t.check("libcudart" in cuda_mapped(), f"cuda opened the CUDA libraries: {cuda_mapped()}")
+    # liblmx.so alone in a directory: cuda fails, naming the library it could not open.
+    with tempfile.TemporaryDirectory() as d:
+        alone = os.path.join(d, "liblmx.so")
+        with open(r.args.plugin, "rb") as src, open(alone, "wb") as dst:
+            dst.write(src.read())
+        out = subprocess.run([sys.executable, "-c", ALONE, alone, r.args.model],
+                             capture_output=True, text=True, timeout=120)
+        res = json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {}
+        t.check(res.get("status") == r.st("LOAD_ERROR") and
+                os.path.join(d, "liblmx_cuda.so") in res.get("error", "") and
+                "could not be loaded" in res.get("error", ""),
+                f"without liblmx_cuda.so, cuda names it: {res} {out.stderr[-500:]}")
+
+
 SECTIONS = ["symbols", "logging", "nulls", "garbage", "slow", "reentrant", "bound", "threads",
-            "destroy"]
+            "destroy", "cuda"]
 
 
 def main():
@@ -578,7 +651,7 @@ def main():
         fn = globals()["section_" + name]
         if name == "symbols":
             fn(r, funcs)
-        elif name in ("logging", "bound", "destroy"):
+        elif name in ("logging", "bound", "destroy", "cuda"):
             fn(r)
         else:
             fn(r, h)
