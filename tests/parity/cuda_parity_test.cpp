@@ -306,6 +306,18 @@ TEST_P(CudaHfParity, HalfPrecisionBatchedDecodeInGraphs) {
   }
 }
 
+// Tensor-parallel degrees from 2 up to this machine's GPUs (at most 4) that split `d` (rank_desc
+// accepts them), in increasing order.
+std::vector<int> split_degrees(const DecoderDesc& d) {
+  std::vector<int> out;
+  for (int degree = 2; degree <= std::min(cuda_device_count(), 4); ++degree) try {
+      rank_desc(d, {0, degree});
+      out.push_back(degree);
+    } catch (const Error&) {
+    }
+  return out;
+}
+
 // Tensor parallelism over NCCL, one GPU a rank (needs 2+ GPUs: scripts/gpu_tests.sh runs it
 // only on machines that have them): at every degree up to the GPU count that splits the fixture,
 // fp32 greedy ids equal transformers' and logits are within 1e-4, eager and from CUDA graphs
@@ -316,14 +328,8 @@ TEST_P(CudaHfParity, TensorParallelFp32MatchesTransformers) {
   if (gpus < 2) GTEST_SKIP() << "tensor parallelism needs 2+ GPUs; this machine has " << gpus;
   const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
-  int degrees = 0;
-  for (int degree = 2; degree <= std::min(gpus, 4); ++degree) {
-    try {
-      rank_desc(model.desc, {0, degree});
-    } catch (const Error&) {
-      continue;
-    }
-    ++degrees;
+  const std::vector<int> degrees = split_degrees(model.desc);
+  for (int degree : degrees) {
     for (bool graphs : {false, true}) {
       CudaBackendOptions o = options(CudaDtype::F32);
       o.tensor_parallel_degree = degree;
@@ -334,7 +340,7 @@ TEST_P(CudaHfParity, TensorParallelFp32MatchesTransformers) {
       expect_fp32_cases(*backend, f.expected);
     }
   }
-  EXPECT_GT(degrees, 0) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
+  EXPECT_FALSE(degrees.empty()) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
 }
 
 // Tensor parallelism in fp16 and bf16 at every degree up to the GPU count that splits the
@@ -347,14 +353,8 @@ TEST_P(CudaHfParity, TensorParallelHalfPrecisionTopOneOnClearSteps) {
   const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   auto cpu = make_cpu_backend(model, {16, 256});
-  int degrees = 0;
-  for (int degree = 2; degree <= std::min(gpus, 4); ++degree) {
-    try {
-      rank_desc(model.desc, {0, degree});
-    } catch (const Error&) {
-      continue;
-    }
-    ++degrees;
+  const std::vector<int> degrees = split_degrees(model.desc);
+  for (int degree : degrees) {
     for (const HalfPrecision& half : half_precisions(model.desc)) {
       CudaBackendOptions o = options(half.dtype);
       o.tensor_parallel_degree = degree;
@@ -363,7 +363,7 @@ TEST_P(CudaHfParity, TensorParallelHalfPrecisionTopOneOnClearSteps) {
       EXPECT_GT(expect_half_precision_cases(*backend, *cpu, f.expected, half), 10);
     }
   }
-  EXPECT_GT(degrees, 0) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
+  EXPECT_FALSE(degrees.empty()) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
 }
 
 // dynamic_int8 (per output channel) on the GPU against the CPU backend's int8 reference (fp32
@@ -384,11 +384,7 @@ TEST_P(CudaHfParity, DynamicInt8MatchesCpuInt8) {
   const LoadedModel model = load_model(f.model_dir, dynamic_int8());
   const LoadedModel plain = load_model(f.model_dir);
   std::vector<int> degrees = {1};
-  for (int degree = 2; degree <= std::min(cuda_device_count(), 4); ++degree) try {
-      rank_desc(model.desc, {0, degree});
-      degrees.push_back(degree);
-    } catch (const Error&) {
-    }
+  for (int degree : split_degrees(model.desc)) degrees.push_back(degree);
   // Per case and step: the CPU int8 logits and their quantization error q[s].
   auto cpu32 = make_cpu_backend(plain, {16, 256});
   for (int degree : degrees) {
