@@ -581,7 +581,8 @@ def section_cuda(r):
                             check=True).stdout
     t.check(not any(lib in needed for lib in CUDA_LIBS),
             f"liblmx.so must not need a CUDA library: {needed}")
-    h = r.create()
+    # option.device defaults to auto, which is cuda where a GPU is visible: ask for cpu by name.
+    h = r.create({"option.device": "cpu"})
     t.check(r.predict(h, request(2))[0] == 0, "a cpu model serves")
     t.check(not cuda_mapped(), f"CUDA libraries mapped by a cpu host: {cuda_mapped()}")
     r.lib.destroy(h)
