@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bench/kernels/cuda_check.h"
+#include "bench/kernels/fill_uniform.cuh"
 #include "kernels/gemm.h"
 #include "kernels/linear.h"
 
@@ -56,30 +57,6 @@ constexpr Shape kShapes[] = {{"qkv", 12288, 4096, false},
                              {"down", 4096, 11008, false},
                              {"lm_head", 32000, 4096, true}};
 constexpr size_t kMinRotationBytes = size_t(256) << 20;  // > 5x the 50 MB L2
-
-// Uniform values in [-1, 1) from a hash of the index.
-template <typename T>
-__global__ void fill_uniform(T* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed ^ uint32_t(i >> 32) * 40503u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    h *= 3266489917u;
-    h ^= h >> 16;
-    p[i] = T(float(h) * (2.0f / 4294967296.0f) - 1.0f);
-  }
-}
-
-template <typename T>
-T* alloc_random(size_t n, uint32_t seed) {
-  T* p = nullptr;
-  CHECK(cudaMalloc(&p, n * sizeof(T)));
-  fill_uniform<T><<<1024, 256, 0, g_stream>>>(p, n, seed);
-  CHECK(cudaGetLastError());
-  return p;
-}
 
 // Pure streaming read: every thread XORs four 16-byte loads an iteration (grid-stride).
 __global__ void read_kernel(const uint4* __restrict__ p, size_t n, uint4* sink) {
@@ -184,8 +161,8 @@ template <typename T>
 void run_shape(const Shape& s, double ceiling) {
   const size_t elems = size_t(s.N) * s.K, bytes = elems * sizeof(T);
   const int copies = int(std::max<size_t>(4, (kMinRotationBytes + bytes - 1) / bytes));
-  T* w = alloc_random<T>(elems * copies, 1234u + uint32_t(s.N));
-  T* x = alloc_random<T>(size_t(k::kSkinnyMaxRows) * s.K, 77u);
+  T* w = lmx::bench::alloc_random<T>(elems * copies, 1234u + uint32_t(s.N), g_stream);
+  T* x = lmx::bench::alloc_random<T>(size_t(k::kSkinnyMaxRows) * s.K, 77u, g_stream);
   const size_t out = size_t(k::kSkinnyMaxRows) * s.N;
   T *y_ref = nullptr, *y = nullptr;
   float *y32_ref = nullptr, *y32 = nullptr;
@@ -232,8 +209,8 @@ template <typename T>
 void run_prefill_shape(const Shape& s, int M) {
   const size_t elems = size_t(s.N) * s.K, bytes = elems * sizeof(T);
   const int copies = int(std::max<size_t>(2, (kMinRotationBytes + bytes - 1) / bytes));
-  T* w = alloc_random<T>(elems * copies, 4321u + uint32_t(s.N));
-  T* x = alloc_random<T>(size_t(M) * s.K, 78u);
+  T* w = lmx::bench::alloc_random<T>(elems * copies, 4321u + uint32_t(s.N), g_stream);
+  T* x = lmx::bench::alloc_random<T>(size_t(M) * s.K, 78u, g_stream);
   T* y = nullptr;
   float* y32 = nullptr;
   CHECK(cudaMalloc(&y, size_t(M) * s.N * sizeof(T)));

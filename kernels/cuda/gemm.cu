@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "kernels/cuda/call_timing.cuh"
 #include "kernels/gemm.h"
 
 namespace lmx::kernels::cuda {
@@ -146,31 +147,6 @@ void linear_f32_out(GemmContext& ctx, const T* x, const LinearWeights<T>& w, flo
   gemm<T>(ctx, x, w.weight, y, CUDA_R_32F, M, w.out, w.in, stream);
 }
 
-namespace {
-
-// Mean time of one call of `call(i)` (i: which weights) on `stream`, rotating over `count`
-// weights after a warm-up round, or a negative time when a call failed.
-template <typename Call>
-double time_us(Call&& call, int count, cudaStream_t stream) {
-  const int rounds = std::max(1, 48 / count);  // >= 48 calls (o_proj: ~0.7 ms)
-  for (int i = 0; i < count; ++i)
-    if (!call(i)) return -1.0;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
-    throw std::runtime_error("tune_linear: cannot create CUDA events");
-  bool ok = cudaEventRecord(start, stream) == cudaSuccess;
-  for (int r = 0; ok && r < rounds; ++r)
-    for (int i = 0; ok && i < count; ++i) ok = call(i);
-  ok = ok && cudaEventRecord(stop, stream) == cudaSuccess &&
-       cudaEventSynchronize(stop) == cudaSuccess;
-  float ms = 0.0f;
-  ok = ok && cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ok ? 1e3 * ms / (rounds * count) : -1.0;
-}
-
-}  // namespace
 
 template <typename T, typename Out>
 LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, const T* x, Out* y,
@@ -185,12 +161,13 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
     tuned.plans.erase(it);
   }
   LinearTuning result;
-  result.default_us = time_us(
+  const int rounds = std::max(1, 48 / count);  // >= 48 calls (o_proj: ~0.7 ms)
+  result.default_us = detail::mean_call_us(
       [&](int i) {
         gemm<T>(ctx, x, weights[i], y, out, M, N, K, stream);
         return true;
       },
-      count, stream);
+      count, rounds, stream);
   result.best_us = result.default_us;
 
   // The same product as gemm's: C(N x M) = W^T(N x K) X(K x M), column-major.
@@ -220,12 +197,12 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
   cublasLtMatmulPreferenceDestroy(pref);
   int best = -1;
   for (int c = 0; c < n; ++c) {
-    const double us = time_us(
+    const double us = detail::mean_call_us(
         [&](int i) {
           return tuned.run(plan, found[c].algo, x, weights[i], y, ctx, stream) ==
                  CUBLAS_STATUS_SUCCESS;
         },
-        count, stream);
+        count, rounds, stream);
     ++result.candidates;
     if (us > 0 && us < (best < 0 ? (1.0 - min_gain) * result.default_us : result.best_us))
       result.best_us = us, best = c;

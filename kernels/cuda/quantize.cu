@@ -16,20 +16,24 @@ using detail::to_f;
 
 constexpr int kThreads = 256;
 
-// One block a row: the row's max |w|, then each value divided by the scale.
+// One block a row: the row's max |v|, then each value divided by the scale; v = w (times the
+// column's scale, one fp32 rounding, as the CPU reference's product).
 template <typename T>
-__global__ void quantize_rows_kernel(const T* __restrict__ w, int8_t* __restrict__ q,
-                                     float* __restrict__ scale, int cols) {
+__global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
+                                     int8_t* __restrict__ q, float* __restrict__ scale, int cols) {
   __shared__ float scratch[33];
   const T* row = w + size_t(blockIdx.x) * cols;
+  const auto value = [&](int c) {
+    return col_scale ? __fmul_rn(to_f(row[c]), col_scale[c]) : to_f(row[c]);
+  };
   float m = 0.0f;
-  for (int c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(to_f(row[c])));
+  for (int c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(value(c)));
   m = block_max(m, scratch);
   const float s = __fdiv_rn(m, 127.0f);  // IEEE division, as the CPU reference's
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
   int8_t* out = q + size_t(blockIdx.x) * cols;
   for (int c = threadIdx.x; c < cols; c += kThreads) {
-    const float v = s > 0.0f ? rintf(__fdiv_rn(to_f(row[c]), s)) : 0.0f;
+    const float v = s > 0.0f ? rintf(__fdiv_rn(value(c), s)) : 0.0f;
     out[c] = int8_t(fminf(fmaxf(v, -127.0f), 127.0f));
   }
 }
@@ -47,10 +51,10 @@ __global__ void dequantize_rows_kernel(const int8_t* __restrict__ q,
 }  // namespace
 
 template <typename T>
-void quantize_rows_int8(const T* w, int8_t* q, float* scale, int rows, int cols,
-                        cudaStream_t stream) {
+void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
+                        int cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  quantize_rows_kernel<T><<<rows, kThreads, 0, stream>>>(w, q, scale, cols);
+  quantize_rows_kernel<T><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols);
 }
 
 template <typename T>
@@ -63,7 +67,8 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
 }
 
 #define LMX_INSTANTIATE(T)                                                                 \
-  template void quantize_rows_int8<T>(const T*, int8_t*, float*, int, int, cudaStream_t); \
+  template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int,    \
+                                      cudaStream_t);                                       \
   template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t);
 LMX_INSTANTIATE(float)
 LMX_INSTANTIATE(__half)

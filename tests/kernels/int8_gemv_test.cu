@@ -82,7 +82,7 @@ TYPED_TEST(Int8Cuda, QuantizeRowsGivesTheReferenceBytes) {
     Dev<int8_t> dq(q.size());
     Dev<float> ds(s.size());
     dw.upload(w);
-    kc::quantize_rows_int8<T>(dw.p, dq.p, ds.p, N, K, nullptr);
+    kc::quantize_rows_int8<T>(dw.p, nullptr, dq.p, ds.p, N, K, nullptr);
     LMX_CUDA_OK(cudaDeviceSynchronize());
     EXPECT_EQ(dq.download(), q) << N << "x" << K;
     EXPECT_EQ(ds.download(), s) << N << "x" << K;

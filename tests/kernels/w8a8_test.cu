@@ -1,0 +1,218 @@
+// smoothquant's W8A8 linear on the GPU against its CPU reference (quant/w8a8.h), step by step:
+//  - per-token activation quantization (quantize_rows_int8 with an explicit 1/s) gives the
+//    reference's int8 bytes and row scales exactly, from the same values;
+//  - the weight quantizer with col_scale = s gives the bytes of the reference's W diag(s)
+//    quantized per channel;
+//  - Int8Gemm's int32 sums equal the reference's exactly (integer arithmetic), at row counts from
+//    one to past a bucket edge, odd N, Llama-2-7B's prefill shapes, after tuning and without;
+//  - the epilogue is the reference's two fp32 products, one rounding to T;
+//  - the three together equal quant::cpu::w8a8_linear within one rounding to T.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/quantize.h"
+#include "kernels/w8a8.h"
+#include "quant/int8.h"
+#include "quant/w8a8.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace lmx {
+namespace {
+
+using test::Dev;
+using test::rel_l2;
+using test::Tol;
+namespace kc = kernels::cuda;
+
+// Smoothing factors of the size SmoothQuant makes (max|X|^a / max|W|^(1-a)): 0.05 .. 20.
+std::vector<float> smoothing(int K, std::mt19937& rng) {
+  std::uniform_real_distribution<float> e(-3.0f, 3.0f);
+  std::vector<float> s(static_cast<size_t>(K));
+  for (float& v : s) v = std::exp(e(rng));
+  return s;
+}
+
+template <typename T>
+class W8A8Cuda : public ::testing::Test {};
+using AllTypes = ::testing::Types<float, __half, __nv_bfloat16>;
+TYPED_TEST_SUITE(W8A8Cuda, AllTypes);
+
+TYPED_TEST(W8A8Cuda, ActivationQuantizationGivesTheReferenceBytes) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(21);
+  for (auto [M, K] : {std::pair{1, 64}, {7, 4096}, {300, 96}, {33, 11008}}) {
+    auto x = test::randn<T>(size_t(M) * K, rng);
+    for (int k = 0; k < K; ++k) x[size_t(M / 2) * K + k] = 0.0f;  // an all-zero token: scale 0
+    x[3] = 40.0f;                                                 // an outlier channel
+    const auto s = smoothing(K, rng);
+    std::vector<float> inv(s.size());
+    for (size_t k = 0; k < s.size(); ++k) inv[k] = 1.0f / s[k];
+    for (const float* inv_smooth : std::vector<const float*>{nullptr, inv.data()}) {
+      std::vector<int8_t> q(x.size());
+      std::vector<float> xs(static_cast<size_t>(M));
+      quant::cpu::quantize_rows_int8(x.data(), inv_smooth, M, K, q.data(), xs.data());
+      Dev<T> dx(x.size());
+      Dev<float> dinv(inv.size()), dxs(xs.size());
+      Dev<int8_t> dq(q.size());
+      dx.upload(x);
+      dinv.upload(inv);
+      kc::quantize_rows_int8<T>(dx.p, inv_smooth ? dinv.p : nullptr, dq.p, dxs.p, M, K, nullptr);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_EQ(dq.download(), q) << M << "x" << K << (inv_smooth ? " smoothed" : "");
+      EXPECT_EQ(dxs.download(), xs) << M << "x" << K << (inv_smooth ? " smoothed" : "");
+    }
+  }
+}
+
+TYPED_TEST(W8A8Cuda, SmoothedWeightQuantizationGivesTheReferenceBytes) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(22);
+  const int N = 67, K = 4096;
+  const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+  const auto s = smoothing(K, rng);
+  std::vector<float> smoothed(w);  // the CPU backend's W diag(s) (cpu_backend.cpp smooth_weight)
+  for (int o = 0; o < N; ++o)
+    for (int k = 0; k < K; ++k) smoothed[size_t(o) * K + k] *= s[size_t(k)];
+  std::vector<int8_t> q(w.size());
+  std::vector<float> ws(static_cast<size_t>(N));
+  quant::cpu::quantize_int8("w", smoothed.data(), N, K, K, q.data(), ws.data());
+  Dev<T> dw(w.size());
+  Dev<float> ds(s.size()), dws(ws.size());
+  Dev<int8_t> dq(q.size());
+  dw.upload(w);
+  ds.upload(s);
+  kc::quantize_rows_int8<T>(dw.p, ds.p, dq.p, dws.p, N, K, nullptr);
+  LMX_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(dq.download(), q);
+  EXPECT_EQ(dws.download(), ws);
+}
+
+// Random int8 in [-127, 127], as both quantizers produce.
+std::vector<int8_t> random_int8(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(-127, 127);
+  std::vector<int8_t> v(n);
+  for (int8_t& x : v) x = int8_t(d(rng));
+  return v;
+}
+
+TEST(Int8GemmCuda, SumsEqualTheReferenceExactly) {
+  LMX_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  Dev<char> workspace(32u << 20);
+  kc::Int8Gemm gemm(workspace.p, 32u << 20);
+  // (N, K): odd N, the smallest K, a K that is no multiple of 8, Llama-2-7B's down projection.
+  for (auto [N, K] : {std::pair{7, 4}, {67, 68}, {1000, 512}, {129, 11008}}) {
+    for (int M : {1, 5, 16, 17, 33, 300}) {
+      const auto a = random_int8(size_t(M) * K, rng), b = random_int8(size_t(N) * K, rng);
+      std::vector<int32_t> ref(size_t(M) * N);
+      quant::cpu::int8_gemm(a.data(), b.data(), ref.data(), M, N, K);
+      Dev<int8_t> da(a.size()), db(b.size());
+      Dev<int32_t> dacc(ref.size());
+      da.upload(a);
+      db.upload(b);
+      gemm.run(da.p, db.p, dacc.p, M, N, K, nullptr);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_EQ(dacc.download(), ref) << M << "x" << N << "x" << K;
+    }
+  }
+  // Saturated operands: every product -127 * 127, sums of -66 million, exact.
+  const int M = 3, N = 5, K = 4096;
+  std::vector<int8_t> a(size_t(M) * K, 127), b(size_t(N) * K, -127);
+  std::vector<int32_t> ref(size_t(M) * N);
+  quant::cpu::int8_gemm(a.data(), b.data(), ref.data(), M, N, K);
+  Dev<int8_t> da(a.size()), db(b.size());
+  Dev<int32_t> dacc(ref.size());
+  da.upload(a);
+  db.upload(b);
+  gemm.run(da.p, db.p, dacc.p, M, N, K, nullptr);
+  LMX_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(dacc.download(), ref);
+}
+
+TEST(Int8GemmCuda, TunedChoiceKeepsTheSums) {
+  LMX_REQUIRE_GPU();
+  std::mt19937 rng(24);
+  Dev<char> workspace(32u << 20);
+  kc::Int8Gemm gemm(workspace.p, 32u << 20);
+  const int N = 1024, K = 4096;
+  const auto b = random_int8(size_t(N) * K, rng);
+  Dev<int8_t> db(b.size());
+  db.upload(b);
+  for (int M : {512, 300, 257}) {  // the 512 bucket: tuned at 512, reused at 300 and 257
+    const auto a = random_int8(size_t(M) * K, rng);
+    std::vector<int32_t> ref(size_t(M) * N);
+    quant::cpu::int8_gemm(a.data(), b.data(), ref.data(), M, N, K);
+    Dev<int8_t> da(a.size());
+    Dev<int32_t> dacc(ref.size());
+    da.upload(a);
+    if (M == 512) {
+      const auto t = gemm.tune(da.p, db.p, dacc.p, M, N, K, nullptr);
+      std::printf("[ int8 gemm] %d x %d x %d: heuristic %.1f us, kept %.1f us (%d tried)\n", M, N,
+                  K, t.heuristic_us, t.best_us, t.candidates);
+      EXPECT_GE(t.candidates, 1);
+      EXPECT_LE(t.best_us, t.heuristic_us);
+    }
+    gemm.run(da.p, db.p, dacc.p, M, N, K, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(dacc.download(), ref) << M;
+  }
+}
+
+TEST(Int8GemmCuda, RefusesWhatItCannotRun) {
+  LMX_REQUIRE_GPU();
+  Dev<char> workspace(1u << 20);
+  kc::Int8Gemm gemm(workspace.p, 1u << 20);
+  Dev<int8_t> a(64 * 66), b(64 * 66);
+  Dev<int32_t> acc(64 * 64);
+  EXPECT_THROW(gemm.run(a.p, b.p, acc.p, 64, 64, 66, nullptr), std::invalid_argument);  // K % 4
+  EXPECT_THROW(gemm.run(a.p + 4, b.p, acc.p, 4, 64, 64, nullptr), std::invalid_argument);  // aligned
+}
+
+TYPED_TEST(W8A8Cuda, LinearMatchesTheReference) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(25);
+  Dev<char> workspace(32u << 20);
+  kc::Int8Gemm gemm(workspace.p, 32u << 20);
+  for (auto [M, N, K] : {std::tuple{1, 7, 64}, {9, 1003, 512}, {130, 256, 4096}}) {
+    const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+    auto x = test::randn<T>(size_t(M) * K, rng);
+    x[5] = 30.0f;
+    std::vector<int8_t> wq(w.size());
+    std::vector<float> ws(static_cast<size_t>(N));
+    quant::cpu::quantize_int8("w", w.data(), N, K, K, wq.data(), ws.data());
+    std::vector<float> ref(size_t(M) * N);
+    quant::cpu::w8a8_linear(x.data(), {wq.data(), ws.data(), nullptr, N, K}, ref.data(), M);
+    Dev<T> dx(x.size()), dy(ref.size());
+    Dev<int8_t> dwq(wq.size()), dxq(x.size());
+    Dev<float> dws(ws.size()), dxs(static_cast<size_t>(M));
+    Dev<int32_t> dacc(ref.size());
+    dx.upload(x);
+    dwq.upload(wq);
+    dws.upload(ws);
+    kc::quantize_rows_int8<T>(dx.p, nullptr, dxq.p, dxs.p, M, K, nullptr);
+    gemm.run(dxq.p, dwq.p, dacc.p, M, N, K, nullptr);
+    kc::w8a8_scale_epilogue<T>(dacc.p, dxs.p, dws.p, dy.p, M, N, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    const auto y = dy.download_f();
+    if constexpr (std::is_same_v<T, float>)
+      EXPECT_EQ(y, ref) << M << "x" << N << "x" << K;  // the same bytes, sums and products
+    else
+      EXPECT_LT(rel_l2(y, ref), Tol<T>::rel) << M << "x" << N << "x" << K;
+  }
+}
+
+}  // namespace
+}  // namespace lmx
