@@ -1,7 +1,7 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,8x512]
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--kv-cache-dtype auto|fp8]
 //           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
-//           [--profile] [--json] [--tensor-parallel-degree N] [--quantize dynamic_int8]
+//           [--profile] [--json] [--tensor-parallel-degree N] [--quantize dynamic_int8|smoothquant]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step
 // per batch size, the bandwidth a decode step achieves (weights + KV read / step time) against the
@@ -35,7 +35,7 @@ constexpr const char* kUsage =
     "                 [--prefill 512,4096,8x512] [--batches 1,8,32,64] [--context 512]\n"
     "                 [--steps 32] [--kv-cache-dtype auto|fp8] [--graphs] [--generic]\n"
     "                 [--cublas-gemv] [--unfused-decode] [--untuned-gemm] [--profile] [--json]\n"
-    "                 [--verbose] [--tensor-parallel-degree N] [--quantize dynamic_int8]\n"
+    "                 [--verbose] [--tensor-parallel-degree N] [--quantize dynamic_int8|smoothquant]\n"
     "\n"
     "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
     "random weights of a named shape (made in GPU memory) or a model directory.\n"
@@ -51,6 +51,8 @@ constexpr const char* kUsage =
     "  --untuned-gemm             cuBLAS's default algorithm for every GEMM\n"
     "  --profile                  per-op times of eager steps (not with --graphs)\n"
     "  --quantize dynamic_int8    int8 weights, one scale an output row (option.quantize)\n"
+    "  --quantize smoothquant     W8A8: int8 weights and per-token int8 activations (random\n"
+    "                             weights, speed only: no calibration)\n"
     "  --json                     JSON instead of the table\n";
 
 }  // namespace
@@ -245,12 +247,19 @@ int run_bench(int argc, char** argv) {
     prefill_blocks = std::max(prefill_blocks, long(p.prompts) * ((p.tokens + bs - 1) / bs));
   o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs), prefill_blocks);
 
-  // dynamic_int8 (per output channel) on random weights; a --model is quantized as it loads.
+  // dynamic_int8 (per output channel) or smoothquant's W8A8 kernels on random weights (speed
+  // only: no calibration, no smoothing, which changes values, not work); a --model is quantized
+  // as it loads (dynamic_int8; smoothquant calibrates a checkpoint: lmx perplexity / generate).
   const std::string quantize = args.get("--quantize").value_or("none");
-  if (quantize != "none" && quantize != "dynamic_int8")
-    throw_error("--quantize must be dynamic_int8 or none for lmx bench, got '{}' (smoothquant "
-                "needs a checkpoint to calibrate: lmx perplexity / generate)", quantize);
-  const LinearQuant quant = quantize == "dynamic_int8" ? dynamic_int8() : LinearQuant{};
+  if (quantize != "none" && quantize != "dynamic_int8" && quantize != "smoothquant")
+    throw_error("--quantize must be dynamic_int8, smoothquant or none for lmx bench, got '{}'",
+                quantize);
+  if (quantize == "smoothquant" && args.has("--model"))
+    throw_error("lmx bench --quantize smoothquant runs on random weights (--shape): calibrating a "
+                "checkpoint is lmx perplexity's and lmx generate's");
+  const LinearQuant quant = quantize == "dynamic_int8"  ? dynamic_int8()
+                            : quantize == "smoothquant" ? LinearQuant{QuantKind::W8A8}
+                                                        : LinearQuant{};
   const std::string shape = args.get("--shape").value_or(args.has("--model") ? "" : "llama-2-7b");
   std::unique_ptr<Backend> backend;
   std::optional<LoadedModel> model;
@@ -266,13 +275,15 @@ int run_bench(int argc, char** argv) {
   const size_t kv_elem = size_t(kernels::kv_value_bytes(o.kv_dtype, int(elem)));
   // Bytes of weights a decode step reads: every layer's projections and the LM head.
   // int8 projections: a byte a weight plus a 4-byte scale a row.
-  const auto linear_bytes = [&](int64_t out_rows, int64_t in_cols) {
-    return quant.quantized() ? double(out_rows) * (double(in_cols) + 4.0)
-                             : double(out_rows) * double(in_cols) * double(elem);
+  const auto linear_bytes = [&](int64_t out_rows, int64_t in_cols, bool int8) {
+    return int8 ? double(out_rows) * (double(in_cols) + 4.0)
+                : double(out_rows) * double(in_cols) * double(elem);
   };
-  double weight_bytes = linear_bytes(d.vocab_size, d.embed_dim);
+  // smoothquant keeps the LM head in 16 bits.
+  double weight_bytes =
+      linear_bytes(d.vocab_size, d.embed_dim, quant.quantized() && quant.kind != QuantKind::W8A8);
   for (const LayerWeightRefs& L : describe_weights(d).layers)
-    for (const LinearRef* l : {&L.qkv, &L.o, &L.up, &L.down}) weight_bytes += linear_bytes(l->out, l->in);
+    for (const LinearRef* l : {&L.qkv, &L.o, &L.up, &L.down}) weight_bytes += linear_bytes(l->out, l->in, quant.quantized());
 
   nlohmann::json out;
   out["device"] = cuda_device_name();

@@ -23,7 +23,8 @@ EngineCapabilities EngineCapabilities::this_build() {
   c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});  // cuda only: a conflict on cpu
   c.cuda_graphs = true;
   c.max_tensor_parallel_degree = 1 << 20;  // NCCL ranks, one a GPU: the GPU count bounds it
-  c.quantize[Device::Cuda] = {Quantize::DynamicInt8};  // per output channel (no group size)
+  // dynamic_int8 per output channel (no group size); smoothquant's W8A8
+  c.quantize[Device::Cuda] = {Quantize::DynamicInt8, Quantize::SmoothQuant};
 #endif
   return c;
 }

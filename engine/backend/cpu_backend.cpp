@@ -6,6 +6,7 @@
 #include "engine/backend/alibi.h"
 #include "engine/backend/rope.h"
 #include "engine/core/error.h"
+#include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/parallel/communicator.h"
 #include "kernels/activation.h"
@@ -94,24 +95,14 @@ void quantize_tied_head(ModelWeights<Buffer>& w, TensorParallelRank tp) {
 }
 
 // norm(x) diag(1/s) = norm with weight / s and bias / s: the exact fold of a projection's
-// smoothing (smooth_in_norm) into the norm that produces its input. Projections that share an
-// input (a shared block norm) share one s, folded once.
+// smoothing (smooth_in_norm) into the norm that produces its input.
 void fold_smoothing_into_norms(ModelWeights<Buffer>& w, bool shared_block_norm) {
-  const auto fold = [](Norm<Buffer>& n, const CpuLinear& L) {
-    if (!L.quant.smooth || !L.quant.smooth_in_norm) return;
-    const std::vector<float>& s = *L.quant.smooth;
+  for_each_smoothed_norm(w, shared_block_norm, [](Norm<Buffer>& n, const std::vector<float>& s) {
     for (size_t j = 0; j < s.size(); ++j) {
       n.weight[j] /= s[j];
       if (!n.bias.empty()) n.bias[j] /= s[j];
     }
-  };
-  for (LayerWeights<Buffer>& l : w.layers) {
-    fold(l.attn_norm, l.qkv);
-    if (!shared_block_norm)
-      fold(l.mlp_norm, l.up);
-    else if (l.up.quant.smooth != l.qkv.quant.smooth && l.up.quant.smooth_in_norm)
-      throw_error("a shared block norm feeds qkv and up: their smoothing must be one vector");
-  }
+  });
 }
 
 class CpuBackend final : public Backend {

@@ -38,6 +38,11 @@ void check_quantizable(const ModelConfig& config, const LinearQuant& quant) {
 }
 
 void request_quantization(ModelWeights<WeightRef>& weights, const LinearQuant& quant) {
+  if (quant.kind == QuantKind::W8A8) {  // benchmarks: smoothquant's projections, unsmoothed
+    for (LayerWeights<WeightRef>& l : weights.layers)
+      for (LinearRef* p : {&l.qkv, &l.o, &l.up, &l.down}) p->quant = quant;
+    return;
+  }
   for_each_linear(weights, [&](LinearRef& l, const std::string& label) {
     const int64_t group = quant.group_for(l.in);
     if (group <= 0 || l.in % group != 0)

@@ -27,7 +27,8 @@ LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_s
 void check_quantizable(const ModelConfig& config, const LinearQuant& quant);
 
 // Marks every projection (qkv, o, up, down, project_in / out and the LM head, tied or not; not
-// the embedding) for `quant`. Throws lmx::Error naming the tensor and its sizes when the group
+// the embedding) for `quant`; W8A8 (benchmarks on random weights: smoothquant's kernels without
+// a calibration) marks qkv, o, up and down, as smoothquant::mark does, without smoothing. Throws lmx::Error naming the tensor and its sizes when the group
 // size does not divide a projection's input size.
 void request_quantization(ModelWeightRefs& weights, const LinearQuant& quant);
 
@@ -47,6 +48,24 @@ void for_each_linear(ModelWeights<Buffer>& w, F&& f) {
   }
   visit(w.project_out, "project_out");
   visit(w.lm_head, "lm_head");
+}
+
+// smoothquant's folds into the norms (smooth_in_norm): calls fold(norm, s) once for every layer
+// norm whose output smoothed projections read, s [hidden] their shared factors; the backend
+// divides the norm's weight and bias by s there (norm(x) diag(1/s) is that norm). Under a shared
+// block norm (GPT-J) qkv and up read one norm and must share one s: else lmx::Error.
+template <typename Buffer, typename Fold>
+void for_each_smoothed_norm(ModelWeights<Buffer>& w, bool shared_block_norm, Fold&& fold) {
+  const auto visit = [&](Norm<Buffer>& n, const Linear<Buffer>& L) {
+    if (L.quant.smooth && L.quant.smooth_in_norm) fold(n, *L.quant.smooth);
+  };
+  for (LayerWeights<Buffer>& l : w.layers) {
+    visit(l.attn_norm, l.qkv);
+    if (!shared_block_norm)
+      visit(l.mlp_norm, l.up);
+    else if (l.up.quant.smooth != l.qkv.quant.smooth && l.up.quant.smooth_in_norm)
+      throw_error("a shared block norm feeds qkv and up: their smoothing must be one vector");
+  }
 }
 
 }  // namespace lmx

@@ -1,7 +1,7 @@
 // option.quantize=dynamic_int8 and its spellings: OPTION_QUANTIZE, the HF_MODEL_QUANTIZE alias,
 // LMI's option.dtype=int8, option.quantize_group_size; option.quantize=smoothquant and its
-// option.smoothquant_* keys; supported on cpu, refused on cuda until the kernels exist
-// (docs/quantization.md).
+// option.smoothquant_* keys; both on cpu and cuda, and a build whose table lacks a method on a
+// device refuses it by name (docs/quantization.md).
 #include <cstring>
 #include <map>
 #include <string>
@@ -38,13 +38,13 @@ std::string error_of(const TempModelDir& dir, std::map<std::string, std::string>
   return ::testing::AssertionFailure() << "'" << needle << "' not in: " << haystack;
 }
 
-// A build with the CUDA backend: dynamic_int8 and smoothquant on cpu, dynamic_int8 on cuda
-// (what this_build() says with CUDA).
+// A build with the CUDA backend: dynamic_int8 and smoothquant on both devices (what
+// this_build() says with CUDA).
 EngineCapabilities with_cuda() {
   EngineCapabilities c = EngineCapabilities::cpu_only();
   c.devices.insert(Device::Cuda);
   c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});
-  c.quantize[Device::Cuda] = {Quantize::DynamicInt8};
+  c.quantize[Device::Cuda] = {Quantize::DynamicInt8, Quantize::SmoothQuant};
   return c;
 }
 
@@ -171,14 +171,23 @@ TEST(Quantize, SmoothQuantSettingsRefuseBadValues) {
   EXPECT_TRUE(contains(error_of(other), "only used with option.quantize=smoothquant"));
 }
 
-TEST(Quantize, CudaRefusesSmoothQuantUntilItsKernelsExist) {
+TEST(Quantize, SmoothQuantRunsOnCuda) {
   TempModelDir dir("option.device=cuda\noption.quantize=smoothquant\n");
-  const std::string e = error_of(dir, {}, 1, with_cuda());
+  EXPECT_EQ(load(dir, {}, 1, with_cuda()).quantize, Quantize::SmoothQuant);
+}
+
+// A build whose capability table lacks a method on a device (as smoothquant on cuda before its
+// kernels existed): refused by name, with what the build does support.
+TEST(Quantize, AMethodWithoutKernelsOnTheDeviceIsRefusedByName) {
+  EngineCapabilities caps = with_cuda();
+  caps.quantize[Device::Cuda] = {Quantize::DynamicInt8};
+  TempModelDir dir("option.device=cuda\noption.quantize=smoothquant\n");
+  const std::string e = error_of(dir, {}, 1, caps);
   EXPECT_TRUE(contains(e, "option.quantize=smoothquant (from line 2 of"));
   EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
   EXPECT_TRUE(contains(e, "quantize dynamic_int8, smoothquant on cpu; quantize dynamic_int8 on cuda"));
   TempModelDir cpu("option.device=cpu\noption.quantize=smoothquant\n");
-  EXPECT_EQ(load(cpu, {}, 1, with_cuda()).quantize, Quantize::SmoothQuant);
+  EXPECT_EQ(load(cpu, {}, 1, caps).quantize, Quantize::SmoothQuant);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "engine/backend/activation_kind.h"
 #include "engine/backend/alibi.h"
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/cuda/w8a8_linear.h"
 #include "engine/backend/rope.h"
 #include "engine/backend/sample_rows.h"
 #include "engine/core/log.h"
@@ -64,12 +65,19 @@ constexpr DeviceDtype kDeviceDtype = std::is_same_v<T, float>    ? DeviceDtype::
 // Whether the fused decode path folds the layer norms into the projections that read them (see
 // CudaBackendOptions::fuse_decode_projections): pre-norm RMSNorm layers whose blocks take the
 // residual stream as their residual, in fp16 / bf16. The weights are folded as they are loaded
-// (device_weights.h), before dynamic_int8 quantizes them.
+// (device_weights.h), before dynamic_int8 quantizes them. Not under smoothquant: its projections
+// quantize the norm's output per token, which needs the norm applied (with 1/s folded in) first.
 template <typename T>
-bool folds_norms(const DecoderDesc& d, const CudaBackendOptions& o) {
+bool folds_norms(const DecoderDesc& d, const CudaBackendOptions& o, bool w8a8) {
   return o.fused && o.skinny_gemv && o.fuse_decode_projections && d.norm == NormKind::RmsNorm &&
          d.norm_placement == NormPlacement::Pre && !d.parallel_residual && !d.residual_from_norm &&
-         !std::is_same_v<T, float>;
+         !std::is_same_v<T, float> && !w8a8;
+}
+
+// Whether smoothquant marked the decoder's projections W8A8 (it marks every layer's alike).
+template <typename Buffer>
+bool smoothquant_weights(const ModelWeights<Buffer>& w) {
+  return !w.layers.empty() && w.layers.front().qkv.quant.kind == QuantKind::W8A8;
 }
 
 // One tensor-parallel rank (engine/model/shard.h; the whole model at degree 1) on the current
@@ -116,11 +124,12 @@ class CudaBackend final : public Backend {
       LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
     int8_ = !w_.lm_head.q.values.empty();  // dynamic_int8 marks every projection, head included
+    w8a8_ = smoothquant_weights(w_);
     allocate_scratch();
     allocate_kv();
     // The fused decode projections run the norms inside the projections that read them; the
     // load folded the norm weights into those (folds_norms).
-    norms_folded_ = folds_norms<T>(desc_, opts_);
+    norms_folded_ = folds_norms<T>(desc_, opts_, w8a8_);
     if (norms_folded_) use_unit_norm_weights();
     rope_in_qkv_epilogue_ = norms_folded_ && desc_.positions == PositionKind::Rotary &&
                             k::rope_epilogue_supported(desc_.rope.rotary_dim, desc_.head_dim);
@@ -289,13 +298,19 @@ class CudaBackend final : public Backend {
  private:
 
   bool skinny(int M, int K) const {
-    return opts_.skinny_gemv && !std::is_same_v<T, float> && k::skinny_supported(M, K, int8_);
+    return opts_.skinny_gemv && !std::is_same_v<T, float> &&
+           k::skinny_supported(M, K, int8_ || w8a8_);
   }
 
   // y[M, out] = x[M, in] · W^T, without the bias (the layer program adds biases where it can
-  // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise.
+  // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise. smoothquant's
+  // W8A8 projections take int8 activations past the GEMV's rows (and always with an explicit
+  // 1/s); at decode sizes the GEMV reads their int8 weights with 16-bit activations, where
+  // quantizing the activations would not pay (the step reads the weights either way).
   void linear(const DeviceLinear<T>& L, const T* x, T* y, int M) {
     const kernels::LinearWeights<T> w = view(L).without_bias();
+    if (L.quant.kind == QuantKind::W8A8 && (!L.q.inv_smooth.empty() || !skinny(M, w.in)))
+      return w8a8_linear_->run(L, x, y, M, stream_);
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(M, w.in)) return k::skinny_linear<T>(x, w, y, M, stream_);
     }
@@ -332,7 +347,7 @@ class CudaBackend final : public Backend {
   // Whether the o and down projections of this step add their outputs to the residual stream in
   // their epilogues (decode-sized steps of the fused path, pre-norm layers whose residual is x_).
   bool residual_in_epilogue(int n) const {
-    return opts_.fused && opts_.fuse_decode_projections &&
+    return opts_.fused && opts_.fuse_decode_projections && !explicit_smoothing_ &&
            desc_.norm_placement == NormPlacement::Pre && !desc_.residual_from_norm &&
            skinny(n, desc_.q_size()) && skinny(n, desc_.intermediate_size);
   }
@@ -654,10 +669,12 @@ class CudaBackend final : public Backend {
           "{} rows, {} ({} x {}): cuBLAS default {:.1f} us, kept {} {:.1f} us ({} tried)", rows,
           name, N, K, t.default_us, t.lt ? "cuBLASLt" : "the default", t.best_us, t.candidates);
     };
-    tune("qkv", every_layer(&DeviceLayer::qkv), h_.get(), qkv_.get(), desc_.qkv_size(), H);
-    tune("o", every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
-    tune("up", every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
-    tune("down", every_layer(&DeviceLayer::down), act_.get(), delta_.get(), H, I);
+    if (!w8a8_) {  // smoothquant's projections: the int8 GEMM times its own (W8A8Linear)
+      tune("qkv", every_layer(&DeviceLayer::qkv), h_.get(), qkv_.get(), desc_.qkv_size(), H);
+      tune("o", every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
+      tune("up", every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
+      tune("down", every_layer(&DeviceLayer::down), act_.get(), delta_.get(), H, I);
+    }
     tune("lm_head", {int8_ ? dequant_.get() : w_.head_weight().get()}, desc_.projects_embeddings() ? head_in_.get() : gathered_.get(),
          tp_.ranks > 1 ? rank_logits_.get() : logits_.get(), int(w_.lm_head.out), E);
   }
@@ -878,6 +895,16 @@ class CudaBackend final : public Backend {
       });
       dequant_ = DeviceBuffer<T_>(largest);
     }
+    if (w8a8_) {  // the widest W8A8 input and output
+      size_t in = 0, out = 0;
+      for_each_linear(w_, [&](const DeviceLinear<T_>& L, const std::string&) {
+        if (L.quant.kind != QuantKind::W8A8) return;
+        in = std::max(in, size_t(L.in));
+        out = std::max(out, size_t(L.out));
+        explicit_smoothing_ = explicit_smoothing_ || !L.q.inv_smooth.empty();
+      });
+      w8a8_linear_ = std::make_unique<W8A8Linear<T_>>(gemm_, tok, in, out);
+    }
   }
 
   // The memory plan: what is left after weights and scratch holds the KV cache.
@@ -938,6 +965,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> lm_head_bias_;  // [vocab] fp32, GPT-J's biased LM head
   bool norms_folded_ = false;
   bool int8_ = false;  // dynamic_int8: every projection holds int8 values and row scales
+  bool w8a8_ = false;  // smoothquant: the decoder's projections are W8A8 (the LM head is not)
+  bool explicit_smoothing_ = false;  // some W8A8 projection applies 1/s to its activations
+  std::unique_ptr<W8A8Linear<T>> w8a8_linear_;  // their step scratch and int8 GEMM
   DeviceBuffer<T> dequant_;  // int8: the largest projection in T, for the GEMMs cuBLAS runs  // layer norm weights folded into the projections (fold_norm_weights)
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
@@ -965,7 +995,8 @@ template <typename T>
 std::unique_ptr<Backend> build(const DecoderDesc& desc, TensorParallelRank tp,
                                std::unique_ptr<DeviceCommunicator> comm, const ModelWeightRefs& refs,
                                std::optional<uint64_t> seed, const CudaBackendOptions& o) {
-  const WeightLoad load{folds_norms<T>(rank_desc(desc, tp), o)};
+  const DecoderDesc rank = rank_desc(desc, tp);
+  const WeightLoad load{folds_norms<T>(rank, o, smoothquant_weights(refs)), rank.shared_block_norm};
   DeviceWeights<T> w = seed ? random_weights<T>(refs, *seed, load) : upload_weights<T>(refs, load);
   lmx::logger().info(
       "rank {}: {:.2f} GiB of weights on the GPU (at most {:.2f} GiB during the load)", tp.rank,

@@ -5,8 +5,11 @@
 
 #include "engine/backend/cuda/random_fill.h"
 #include "engine/core/error.h"
+#include "engine/model/quantization.h"
 #include "kernels/elementwise.h"
 #include "kernels/quantize.h"
+#include "kernels/w8a8.h"
+#include "quant/w8a8.h"
 
 namespace lmx {
 namespace {
@@ -29,6 +32,8 @@ struct Finisher {
     if (L.weight.empty()) return;  // absent, or a tied LM head (quantized in tied_head)
     if (load.fold_norms && input_norm && !input_norm->weight.empty())
       k::scale_columns<T>(L.weight.get(), input_norm->weight.get(), int(L.out), int(L.in), nullptr);
+    if (L.quant.smooth && !L.quant.quantized())
+      throw_error("{}: smoothing without quantization is a CPU reference test only", label);
     if (!L.quant.quantized()) return;
     quantize(L, L.weight.get(), label);
     const size_t freed = L.weight.bytes();
@@ -36,22 +41,69 @@ struct Finisher {
     count(0, freed);
   }
 
-  // L.q = dynamic_int8(weight [L.out, L.in]).
+  // L.q = dynamic_int8(weight [L.out, L.in]), or W8A8's int8 of weight diag(s).
   void quantize(DeviceLinear<T>& L, const T* weight, const std::string& label) {
-    if (L.quant.kind != QuantKind::W8A16PerChannel)
+    DeviceBuffer<float> smooth;  // s [in], applied by the quantizer
+    if (L.quant.kind == QuantKind::W8A8) {
+      if (L.in > quant::kW8A8MaxIn || !k::Int8Gemm::supported(int(L.in)))
+        throw_error("{}: {} input columns do not fit W8A8's int8 GEMM (a multiple of 4, at most {})",
+                    label, L.in, quant::kW8A8MaxIn);
+      if (L.quant.smooth) smooth = smoothing(L, label);
+    } else if (L.quant.kind != QuantKind::W8A16PerChannel) {
       throw_error("{}: option.quantize={}{} has no CUDA kernels yet; on cuda dynamic_int8 is per "
                   "output channel (leave option.quantize_group_size unset), or use option.device=cpu",
                   label, L.quant.method(),
                   L.quant.kind == QuantKind::W8A16Grouped
                       ? " with option.quantize_group_size=" + std::to_string(L.quant.group)
                       : std::string());
+    }
     L.q.values = DeviceBuffer<int8_t>(size_t(L.out) * size_t(L.in));
     L.q.scales = DeviceBuffer<float>(size_t(L.out));
     count(L.q.values.bytes() + L.q.scales.bytes());
-    k::quantize_rows_int8<T>(weight, L.q.values.get(), L.q.scales.get(), int(L.out), int(L.in),
-                             nullptr);
+    k::quantize_rows_int8<T>(weight, smooth.empty() ? nullptr : smooth.get(), L.q.values.get(),
+                             L.q.scales.get(), int(L.out), int(L.in), nullptr);
     LMX_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // before the T weight is freed
     LMX_CUDA_CHECK(cudaGetLastError());
+  }
+
+  // s [in] on the device; with smoothing not folded into a norm, L.q.inv_smooth = 1/s as well
+  // (the reciprocals computed as the CPU backend's are).
+  DeviceBuffer<float> smoothing(DeviceLinear<T>& L, const std::string& label) {
+    const std::vector<float>& s = *L.quant.smooth;
+    if (int64_t(s.size()) != L.in)
+      throw_error("{}: {} smoothing factors for {} input columns", label, s.size(), L.in);
+    DeviceBuffer<float> d = upload_floats(s);
+    if (!L.quant.smooth_in_norm) {
+      std::vector<float> inv(s.size());
+      for (size_t j = 0; j < s.size(); ++j) inv[j] = 1.0f / s[j];
+      L.q.inv_smooth = upload_floats(inv);
+      count(L.q.inv_smooth.bytes());
+    }
+    return d;
+  }
+
+  static DeviceBuffer<float> upload_floats(const std::vector<float>& v) {
+    DeviceBuffer<float> d(v.size());
+    LMX_CUDA_CHECK(cudaMemcpy(d.get(), v.data(), d.bytes(), cudaMemcpyHostToDevice));
+    return d;
+  }
+
+  // smoothquant's 1/s into the norms that produce the smoothed inputs, in fp32 on the host (the
+  // norms are [hidden]): weight and bias divided by s, rounded once to T.
+  void fold_smoothing_into_norms(bool shared_block_norm) {
+    const auto divide = [](DeviceBuffer<T>& b, const std::vector<float>& s) {
+      if (b.empty()) return;
+      std::vector<T> host(b.size());
+      LMX_CUDA_CHECK(cudaMemcpy(host.data(), b.get(), b.bytes(), cudaMemcpyDeviceToHost));
+      for (size_t j = 0; j < host.size(); ++j) host[j] = T(float(host[j]) / s[j]);
+      LMX_CUDA_CHECK(cudaMemcpy(b.get(), host.data(), b.bytes(), cudaMemcpyHostToDevice));
+    };
+    for_each_smoothed_norm(w, shared_block_norm, [&](DeviceNorm<T>& n, const std::vector<float>& s) {
+      if (n.weight.size() != s.size())
+        throw_error("smoothquant: {} smoothing factors for a norm of {}", s.size(), n.weight.size());
+      divide(n.weight, s);
+      divide(n.bias, s);
+    });
   }
 
   // A tied LM head that dynamic_int8 marks: int8 of the embedding, which stays in T for lookups.
@@ -83,6 +135,7 @@ DeviceWeights<T> upload_weights(const ModelWeightRefs& refs, const WeightLoad& l
       },
       finish);
   finish.tied_head();
+  finish.fold_smoothing_into_norms(load.shared_block_norm);
   LMX_CUDA_CHECK(cudaDeviceSynchronize());  // the folds, before the backend's own stream reads
   return w;
 }
@@ -106,6 +159,7 @@ DeviceWeights<T> random_weights(const ModelWeightRefs& refs, uint64_t seed, cons
       },
       finish);
   finish.tied_head();
+  finish.fold_smoothing_into_norms(load.shared_block_norm);
   LMX_CUDA_CHECK(cudaDeviceSynchronize());
   return w;
 }
