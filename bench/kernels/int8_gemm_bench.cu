@@ -7,8 +7,15 @@
 //          GEMM, w8a8_scale_epilogue back to fp16.
 // Rates: 2 M N K / time (TFLOP/s; int8: TOPS) and the ratio to fp16. Operands are random values
 // (constants draw less power and run faster). Times: CUDA events around 20 calls after a warm-up.
-// Usage: lmx_bench_int8_gemm [--rows 512,4096]
+// --probe: which fused-scale forms cuBLASLt offers on this GPU (the int32 output costs an extra
+// pass over [M, N]), each timed at 4096 x 12288 x 4096 when offered:
+//   int8 -> D (8I, 32I, 16F, 16BF, 32F) with an fp32 scale, host scalar or a device alpha vector
+//   (one scale an output channel), or per-row x per-column (outer vector) scale modes;
+//   fp8 e4m3 -> bf16 with outer vector scales (per token x per channel).
+// Usage: lmx_bench_int8_gemm [--rows 512,4096] [--probe]
+#include <cublasLt.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -92,6 +99,118 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::Int8Gemm& int8,
   cudaFree(acc);
 }
 
+// One fused-scale form: a descriptor for M x N x K (TN, as Int8Gemm's), asked for algorithms;
+// timed with the first when offered.
+struct Form {
+  const char* name;
+  cublasComputeType_t compute;
+  cudaDataType_t scale, ab, d;
+  int pointer_mode;  // cublasLtPointerMode_t
+  bool outer_vec;    // A and B scale modes OUTER_VEC_32F (per row of each operand)
+};
+
+void probe_form(cublasLtHandle_t lt, const Form& f, void* workspace, size_t workspace_bytes,
+                cudaStream_t stream) {
+  const int M = 4096, N = 12288, K = 4096;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+  bool ok = cublasLtMatmulDescCreate(&op, f.compute, f.scale) == CUBLAS_STATUS_SUCCESS;
+  ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t) == 0;
+  ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n) == 0;
+  const int32_t mode = f.pointer_mode;
+  ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode,
+                                            sizeof mode) == 0;
+  float *row_scale = nullptr, *col_scale = nullptr;
+  CHECK(cudaMalloc(&row_scale, M * sizeof(float)));
+  CHECK(cudaMalloc(&col_scale, N * sizeof(float)));
+  if (f.outer_vec) {
+    const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &col_scale,
+                                              sizeof col_scale) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &row_scale,
+                                              sizeof row_scale) == 0;
+  }
+  ok = ok && cublasLtMatrixLayoutCreate(&a, f.ab, K, N, K) == 0;
+  ok = ok && cublasLtMatrixLayoutCreate(&b, f.ab, K, M, K) == 0;
+  ok = ok && cublasLtMatrixLayoutCreate(&d, f.d, N, M, N) == 0;
+  ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
+  ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &workspace_bytes, sizeof workspace_bytes) == 0;
+  cublasLtMatmulHeuristicResult_t found[8];
+  int count = 0;
+  const cublasStatus_t st =
+      ok ? cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, d, d, pref, 8, found, &count)
+         : CUBLAS_STATUS_INVALID_VALUE;
+  std::printf("probe %-44s: %s, %d algorithms", f.name, ok ? cublasGetStatusString(st) : "descriptor refused", count);
+  if (st == CUBLAS_STATUS_SUCCESS && count > 0) {
+    const size_t elem_ab = f.ab == CUDA_R_8I || f.ab == CUDA_R_8F_E4M3 ? 1 : 2;
+    const size_t elem_d = f.d == CUDA_R_32I || f.d == CUDA_R_32F ? 4 : f.d == CUDA_R_8I ? 1 : 2;
+    void *wa = nullptr, *xb = nullptr, *yd = nullptr;
+    CHECK(cudaMalloc(&wa, size_t(N) * K * elem_ab));
+    CHECK(cudaMalloc(&xb, size_t(M) * K * elem_ab));
+    CHECK(cudaMalloc(&yd, size_t(M) * N * elem_d));
+    CHECK(cudaMemsetAsync(wa, 0x11, size_t(N) * K * elem_ab, stream));
+    CHECK(cudaMemsetAsync(xb, 0x23, size_t(M) * K * elem_ab, stream));
+    const float one = 1.0f, zero = 0.0f;
+    const int32_t ione = 1, izero = 0;
+    const bool int_scale = f.scale == CUDA_R_32I;
+    const void* alpha = f.pointer_mode == CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO
+                            ? static_cast<const void*>(col_scale)
+                            : int_scale ? static_cast<const void*>(&ione) : &one;
+    const void* beta = int_scale ? static_cast<const void*>(&izero) : &zero;
+    double best = 0;
+    for (int c = 0; c < count; ++c) {
+      const double us = k::detail::mean_call_us(
+          [&](int) {
+            return cublasLtMatmul(lt, op, alpha, wa, a, xb, b, beta, yd, d, yd, d, &found[c].algo,
+                                  workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+          },
+          1, 10, stream);
+      if (us > 0 && (best == 0 || us < best)) best = us;
+    }
+    if (best > 0)
+      std::printf(", fastest %.1f us = %.0f T(FL)OP/s", best, 2.0 * M * N * K / (best * 1e6));
+    cudaFree(wa), cudaFree(xb), cudaFree(yd);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  cudaFree(row_scale), cudaFree(col_scale);
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (d) cublasLtMatrixLayoutDestroy(d);
+  if (op) cublasLtMatmulDescDestroy(op);
+}
+
+void probe(const k::GemmContext& ctx, cudaStream_t stream) {
+  cublasLtHandle_t lt = nullptr;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("probe: no cuBLASLt handle\n");
+    return;
+  }
+  constexpr int host = CUBLASLT_POINTER_MODE_HOST, vec = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO;
+  const Form forms[] = {
+      {"int8 -> int32, int32 scale (Int8Gemm)", CUBLAS_COMPUTE_32I, CUDA_R_32I, CUDA_R_8I, CUDA_R_32I, host, false},
+      {"int8 -> int8, fp32 scale", CUBLAS_COMPUTE_32I, CUDA_R_32F, CUDA_R_8I, CUDA_R_8I, host, false},
+      {"int8 -> int8, fp32 channel alpha vector", CUBLAS_COMPUTE_32I, CUDA_R_32F, CUDA_R_8I, CUDA_R_8I, vec, false},
+      {"int8 -> fp16, fp32 scale", CUBLAS_COMPUTE_32I, CUDA_R_32F, CUDA_R_8I, CUDA_R_16F, host, false},
+      {"int8 -> bf16, fp32 scale", CUBLAS_COMPUTE_32I, CUDA_R_32F, CUDA_R_8I, CUDA_R_16BF, host, false},
+      {"int8 -> fp32, fp32 scale", CUBLAS_COMPUTE_32I, CUDA_R_32F, CUDA_R_8I, CUDA_R_32F, host, false},
+      {"int8 -> fp16, fp32 channel alpha vector", CUBLAS_COMPUTE_32I, CUDA_R_32F, CUDA_R_8I, CUDA_R_16F, vec, false},
+      {"int8 -> bf16, outer vector scales", CUBLAS_COMPUTE_32I, CUDA_R_32F, CUDA_R_8I, CUDA_R_16BF, host, true},
+      {"int8 -> bf16, outer vector scales (32F compute)", CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8I, CUDA_R_16BF, host, true},
+      {"fp8 e4m3 -> bf16, fp32 scale", CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_16BF, host, false},
+      {"fp8 e4m3 -> bf16, outer vector scales", CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_16BF, host, true},
+      {"fp8 e4m3 -> fp16, outer vector scales", CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_16F, host, true},
+  };
+  for (const Form& f : forms) probe_form(lt, f, ctx.workspace(), ctx.workspace_bytes(), stream);
+  cublasLtDestroy(lt);
+}
+
 std::vector<int> parse_rows(const char* text) {
   std::vector<int> rows;
   for (const char* p = text; *p;) {
@@ -111,11 +230,14 @@ std::vector<int> parse_rows(const char* text) {
 
 int main(int argc, char** argv) {
   std::vector<int> rows = {512, 4096};
+  bool probing = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) {
       rows = parse_rows(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--probe")) {
+      probing = true;
     } else {
-      std::fprintf(stderr, "usage: lmx_bench_int8_gemm [--rows 512,4096]\n");
+      std::fprintf(stderr, "usage: lmx_bench_int8_gemm [--rows 512,4096] [--probe]\n");
       return 2;
     }
   }
@@ -126,6 +248,7 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamCreate(&stream));
   k::GemmContext ctx;
   k::Int8Gemm int8(ctx.workspace(), ctx.workspace_bytes());
+  if (probing) probe(ctx, stream);
   for (int M : rows)
     for (const Shape& s : kShapes) run_shape(s, M, ctx, int8, stream);
   CHECK(cudaStreamDestroy(stream));
