@@ -53,19 +53,25 @@ struct ChatRun {
   std::string sse(const json& j) const { return "data: " + dump_json(j) + "\n\n"; }
 
   // Chat: {"content": [entries]}; completions: the legacy {"tokens", "token_logprobs",
-  // "top_logprobs": null (no alternatives), "text_offset"}.
+  // "top_logprobs" ({token: logprob} of the alternatives at each position; null with logprobs 0),
+  // "text_offset"}.
   json logprobs_json(const Choice& c, size_t from) const {
     if (!req.logprobs) return nullptr;
     json content = json::array(), tokens = json::array(), values = json::array(),
-         offsets = json::array();
+         tops = json::array(), offsets = json::array();
     for (size_t k = from; k < c.logprobs.size(); ++k) {
-      content.push_back(c.logprobs[k]);
-      tokens.push_back(c.logprobs[k]["token"]);
-      values.push_back(c.logprobs[k]["logprob"]);
+      const json& e = c.logprobs[k];
+      content.push_back(e);
+      tokens.push_back(e["token"]);
+      values.push_back(e["logprob"]);
+      json top = json::object();
+      for (const json& a : e["top_logprobs"]) top[a["token"].get<std::string>()] = a["logprob"];
+      tops.push_back(std::move(top));
       offsets.push_back(echo.size() + c.offsets[k]);
     }
     if (!completion) return json{{"content", std::move(content)}};
-    return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", nullptr},
+    return json{{"tokens", tokens}, {"token_logprobs", values},
+                {"top_logprobs", req.top_logprobs > 0 ? std::move(tops) : json(nullptr)},
                 {"text_offset", offsets}};
   }
 
@@ -103,7 +109,7 @@ struct ChatRun {
     if (t == chunk.end() || !t->is_object()) return;
     std::string text = t->value("text", "");
     if (req.logprobs && (*t)["id"].is_number() && (*t)["log_prob"].is_number()) {
-      c.logprobs.push_back(logprob_entry(text, (*t)["log_prob"].get<double>()));
+      c.logprobs.push_back(logprob_entry(*t));
       c.offsets.push_back(c.text.size());
     }
     c.text += text;
@@ -320,6 +326,7 @@ void handle_completion_choices(const std::shared_ptr<HttpSession>& session,
   run->req.n = req.n;
   run->req.stream = req.stream;
   run->req.logprobs = req.logprobs;
+  run->req.top_logprobs = req.top_logprobs;
   run->req.include_usage = req.include_usage;
   if (req.echo) run->echo = req.lmi["inputs"].get<std::string>();
   for (int i = 0; i < req.n; ++i) {

@@ -132,9 +132,7 @@ ChatRequest parse_chat_request(const std::string& body) {
     } else if (key == "logprobs") {
       r.logprobs = boolean(v, key);
     } else if (key == "top_logprobs") {
-      if (integer(v, key, 0, 20) > 0)
-        bad(key, "only 0 is supported: the engine returns the chosen token's logprob, not the "
-                 "alternatives");
+      r.top_logprobs = static_cast<int>(integer(v, key, 0, 20));
     } else if (key == "stream") {
       r.stream = boolean(v, key);
     } else if (key == "stream_options") {
@@ -156,6 +154,10 @@ ChatRequest parse_chat_request(const std::string& body) {
     // Anything else (user, metadata, store, parallel_tool_calls, ...) is ignored, as OpenAI's
     // own server ignores what it does not know.
   }
+  if (r.top_logprobs > 0) {
+    if (!r.logprobs) bad("top_logprobs", "needs \"logprobs\": true");
+    params["top_n_tokens"] = r.top_logprobs;
+  }
   if (tool_choice && tools.is_array() && !tools.empty()) {
     r.plugin["tools"] = tools;
     r.tools = true;
@@ -174,13 +176,25 @@ std::string choice_request(const ChatRequest& r, int index) {
   return req.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
-json logprob_entry(const std::string& token, double logprob) {
+namespace {
+
+json token_logprob(const json& t) {
+  const std::string text = t.value("text", "");
+  const double lp = t.value("log_prob", -9999.0);
   json bytes = json::array();
-  for (unsigned char c : token) bytes.push_back(int(c));
-  return json{{"token", token},
-              {"logprob", std::isfinite(logprob) ? logprob : -9999.0},
-              {"bytes", bytes},
-              {"top_logprobs", json::array()}};
+  for (unsigned char c : text) bytes.push_back(int(c));
+  return json{{"token", text}, {"logprob", std::isfinite(lp) ? lp : -9999.0}, {"bytes", bytes}};
+}
+
+}  // namespace
+
+json logprob_entry(const json& token) {
+  json entry = token_logprob(token);
+  json top = json::array();
+  if (auto alts = token.find("top_tokens"); alts != token.end() && alts->is_array())
+    for (const json& a : *alts) top.push_back(token_logprob(a));
+  entry["top_logprobs"] = std::move(top);
+  return entry;
 }
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {

@@ -20,6 +20,7 @@ struct ChatRequest {
   bool stream = false;
   bool include_usage = false;
   bool logprobs = false;
+  int top_logprobs = 0;  // alternatives per token (parameters.top_n_tokens), with logprobs
   bool tools = false;  // tools given and tool_choice is not "none": parse tool calls
   std::string model;
 };
@@ -36,8 +37,9 @@ ChatRequest parse_chat_request(const std::string& body);
 // choices differ and each is reproducible.
 std::string choice_request(const ChatRequest& r, int index);
 
-// {"token", "logprob", "bytes", "top_logprobs": []} (OpenAI's logprobs.content entry).
-nlohmann::json logprob_entry(const std::string& token, double logprob);
+// {"token", "logprob", "bytes", "top_logprobs": [...]} (OpenAI's logprobs.content entry) from the
+// plugin's token chunk {"text", "log_prob", "top_tokens"?: [{"text", "log_prob"}, ...]}.
+nlohmann::json logprob_entry(const nlohmann::json& token);
 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 

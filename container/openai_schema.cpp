@@ -82,10 +82,9 @@ OpenAiRequest parse_openai_request(const std::string& body) {
       if (v.is_boolean() && !v.get<bool>()) continue;
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 5)
         throw BadRequest("logprobs", "logprobs: must be an integer from 0 to 5 or null");
-      if (v.get<int64_t>() > 0)
-        throw BadRequest("logprobs", "logprobs: only 0 (the chosen tokens' logprobs) is supported: "
-                                     "the engine does not return alternatives");
       r.logprobs = true;
+      r.top_logprobs = v.get<int>();
+      if (r.top_logprobs > 0) params["top_n_tokens"] = r.top_logprobs;
     } else if (key == "stream_options") {
       if (!v.is_object()) throw BadRequest(key, "stream_options: must be an object");
       if (auto u = v.find("include_usage"); u != v.end() && !u->is_null()) {

@@ -16,6 +16,7 @@ struct OpenAiRequest {
   std::string model;
   int n = 1;                   // choices per prompt (one generation each, seed + i)
   bool logprobs = false;       // "logprobs": 0 -> the chosen tokens' logprobs
+  int top_logprobs = 0;        // "logprobs": k > 0 -> and the k most likely at each position
   bool include_usage = false;  // stream_options.include_usage
 };
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/generate/top_logprobs.h"
 #include "plugin/json_bounds.h"
 
 namespace lmx::plugin {
@@ -100,8 +101,10 @@ void parse_parameters(const json& p, LmiRequest& r) {
       r.return_full_text = get_bool(v, field);
     } else if (key == "ignore_eos" || key == "ignore_eos_token") {
       r.params.ignore_eos = get_bool(v, field);
+    } else if (key == "top_n_tokens") {  // TGI's: each token's most likely alternatives
+      r.params.top_logprobs = get_int(v, field, 0, kMaxTopLogprobs);
     } else if (key == "decoder_input_details" || key == "truncate" || key == "typical_p" ||
-               key == "watermark" || key == "best_of" || key == "top_n_tokens") {
+               key == "watermark" || key == "best_of") {
       // TGI parameters that LMI accepts: only their neutral values are honoured.
       bool neutral = (key == "decoder_input_details" || key == "watermark")
                          ? (v.is_boolean() && !v.get<bool>())
@@ -111,7 +114,7 @@ void parse_parameters(const json& p, LmiRequest& r) {
       bad(field,
           "unknown parameter; allowed: max_new_tokens, temperature, top_p, top_k, "
           "do_sample, repetition_penalty, stop_sequences, seed, details, "
-          "return_full_text, ignore_eos");
+          "return_full_text, ignore_eos, top_n_tokens");
     }
   }
   // temperature 0 means greedy (as in vLLM/TGI); any sampling knob without do_sample is ignored

@@ -6,10 +6,24 @@ namespace lmx::plugin {
 
 using nlohmann::json;
 
+namespace {
+
+// -inf log-probs (a token with zero probability under sampling filters) are not valid JSON.
+double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -1e30; }
+
+}  // namespace
+
 json token_json(const GeneratedToken& t, const std::string& text) {
-  // -inf log-probs (a token with zero probability under sampling filters) are not valid JSON.
-  double lp = std::isfinite(t.logprob) ? static_cast<double>(t.logprob) : -1e30;
-  return json{{"id", t.id}, {"text", text}, {"log_prob", lp}, {"special", t.special}};
+  json j{{"id", t.id}, {"text", text}, {"log_prob", finite_logprob(t.logprob)},
+         {"special", t.special}};
+  if (!t.top.empty()) {  // parameters.top_n_tokens: most likely first
+    json top = json::array();
+    for (const TopToken& a : t.top)
+      top.push_back(json{{"id", a.id}, {"text", a.text}, {"log_prob", finite_logprob(a.logprob)},
+                         {"special", a.special}});
+    j["top_tokens"] = std::move(top);
+  }
+  return j;
 }
 
 std::vector<json> GenerationState::apply(const RequestUpdate& u) {

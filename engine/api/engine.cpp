@@ -24,6 +24,7 @@
 #include "engine/backend/cuda/cuda_backend_factory.h"
 #endif
 #include "engine/core/log.h"
+#include "engine/generate/top_logprobs.h"
 #include "engine/model/model.h"
 #include "engine/model/quantization.h"
 #include "engine/model/shard.h"
@@ -192,6 +193,10 @@ class EngineImpl final : public Engine {
     sr.params.max_new_tokens = p.max_new_tokens;
     sr.params.sampling = p.sampling;
     sr.params.ignore_eos = p.ignore_eos;
+    if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
+      throw RequestError("parameters.top_n_tokens",
+                         fmt::format("must be from 0 to {}, got {}", kMaxTopLogprobs, p.top_logprobs));
+    sr.params.top_logprobs = p.top_logprobs;
     scheduler_.validate(sr);  // immutable checks only: safe from any thread
 
     std::lock_guard lock(mutex_);
@@ -429,6 +434,11 @@ class EngineImpl final : public Engine {
     t.logprob = out.token.logprob;
     t.special = tokenizer_.is_special(out.token.id);
     t.text = a.decoder.push(out.token.id);
+    for (const SampledToken& alt : out.top) {
+      const int32_t id = alt.id;
+      t.top.push_back({id, tokenizer_.decode(std::span<const int32_t>(&id, 1)), alt.logprob,
+                       tokenizer_.is_special(id)});
+    }
     u.text_delta = a.stops.push(t.text);
     u.tokens.push_back(std::move(t));
     u.prompt_tokens = a.prompt_tokens;

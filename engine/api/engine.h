@@ -52,6 +52,7 @@ struct RequestParams {
   SamplingParams sampling;                 // greedy unless do_sample
   std::vector<std::string> stop_sequences;  // text; the stop text itself is not returned
   bool ignore_eos = false;
+  int top_logprobs = 0;  // each token also comes with its draw's k most likely tokens (0..20)
 };
 
 struct EngineRequest {
@@ -66,11 +67,20 @@ struct EngineRequest {
 using FinishStatus = FinishReason;
 inline const char* finish_status_name(FinishStatus s) { return finish_reason_name(s); }
 
+// One of the most likely tokens of a draw (RequestParams::top_logprobs).
+struct TopToken {
+  int32_t id = 0;
+  std::string text;  // the token alone, decoded (special tokens as their text)
+  float logprob = 0.0f;
+  bool special = false;
+};
+
 struct GeneratedToken {
   int32_t id = 0;
   std::string text;  // this token's own decoded text (may be "" inside a UTF-8 sequence)
   float logprob = 0.0f;
   bool special = false;
+  std::vector<TopToken> top;  // most likely first, when RequestParams::top_logprobs > 0
 };
 
 struct RequestUpdate {

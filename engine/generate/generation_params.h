@@ -17,6 +17,7 @@ struct GenerationParams {
   // Logits of the next N draws after the first: entry i is the distribution that chose generated
   // token i + 1 (decode-step parity with transformers).
   int return_step_logits = 0;
+  int top_logprobs = 0;  // each draw also returns its k most likely tokens (0..kMaxTopLogprobs)
 };
 
 }  // namespace lmx

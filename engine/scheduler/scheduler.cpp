@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/generate/top_logprobs.h"
 
 namespace lmx {
 
@@ -22,10 +23,12 @@ struct Scheduler::Sequence {
   int pending() const { return int(tokens.size()) - cached; }
   bool decoding() const { return generated > 0 && pending() == 1; }
   // Whether the next draw returns its logits (GenerationParams::return_*_logits).
-  bool wants_logits() const {
+  bool returns_logits() const {
     const GenerationParams& p = request.params;
     return generated == 0 ? p.return_prompt_logits : generated <= p.return_step_logits;
   }
+  // Whether the next draw needs its logits row on the host (returned, or its alternatives).
+  bool wants_logits() const { return returns_logits() || request.params.top_logprobs > 0; }
 };
 
 Scheduler::Scheduler(Backend& backend, SchedulerLimits limits)
@@ -196,10 +199,11 @@ std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_lo
     const GenerationParams& p = s.request.params;
     TokenOutput& out = outputs[i];
     out.id = s.request.id;
-    if (s.wants_logits()) {
-      auto& dst = s.generated == 0 ? out.prompt_logits : out.step_logits;
-      dst.assign(logits.begin() + long(i * V), logits.begin() + long((i + 1) * V));
-    }
+    const std::span<const float> row =
+        s.wants_logits() ? logits.subspan(i * V, V) : std::span<const float>();
+    if (s.returns_logits())
+      (s.generated == 0 ? out.prompt_logits : out.step_logits).assign(row.begin(), row.end());
+    if (p.top_logprobs > 0) out.top = top_logprobs(row, p.top_logprobs);
     out.token = tokens[i];
     // A row whose logits are not finite (NaN or infinite: its log-softmax is not) fails this
     // request alone; its neighbours in the batch go on.

@@ -46,6 +46,7 @@ struct TokenOutput {
   FinishReason reason = FinishReason::Length;
   std::vector<float> prompt_logits;  // with the first token, when the request asked for them
   std::vector<float> step_logits;    // with tokens 1..return_step_logits, when asked for
+  std::vector<SampledToken> top;     // the draw's most likely tokens (GenerationParams::top_logprobs)
   std::string error;  // reason Error: the request failed alone (e.g. its logits were not finite)
 };
 

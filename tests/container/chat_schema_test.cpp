@@ -41,6 +41,7 @@ TEST(ChatSchema, MapsOpenAiFieldsOntoPluginParameters) {
   EXPECT_EQ(p["stop_sequences"], ordered_json::array({"END"}));
   EXPECT_EQ(r.n, 2);
   EXPECT_TRUE(r.logprobs);
+  EXPECT_FALSE(p.contains("top_n_tokens"));  // top_logprobs 0: no alternatives asked for
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.model, "m");
@@ -49,6 +50,12 @@ TEST(ChatSchema, MapsOpenAiFieldsOntoPluginParameters) {
   // Choice i samples with seed + i.
   EXPECT_EQ(json::parse(choice_request(r, 0))["parameters"]["seed"], 3);
   EXPECT_EQ(json::parse(choice_request(r, 1))["parameters"]["seed"], 4);
+}
+
+TEST(ChatSchema, TopLogprobsAskThePluginForAlternatives) {
+  ChatRequest r = parse_chat_request("{" + kMsgs + R"(, "logprobs": true, "top_logprobs": 5})");
+  EXPECT_EQ(r.top_logprobs, 5);
+  EXPECT_EQ(r.plugin["parameters"]["top_n_tokens"], 5);
 }
 
 TEST(ChatSchema, TemperatureZeroIsGreedyAndLmiParametersPassThrough) {
@@ -95,7 +102,9 @@ TEST(ChatSchema, WrongTypesNameTheField) {
            {R"("n": 0)", "n"},
            {R"("n": 17)", "n"},
            {R"("logprobs": 1)", "logprobs"},
-           {R"("top_logprobs": 2)", "top_logprobs"},
+           {R"("top_logprobs": 2)", "top_logprobs"},  // without logprobs: true
+           {R"("logprobs": true, "top_logprobs": 21)", "top_logprobs"},
+           {R"("logprobs": true, "top_logprobs": 1.5)", "top_logprobs"},
            {R"("stream": "yes")", "stream"},
            {R"("stream_options": {"include_usage": 1})", "stream_options.include_usage"},
            {R"("presence_penalty": 0.5)", "presence_penalty"},
@@ -124,9 +133,18 @@ TEST(ChatSchema, ResponsePieces) {
   EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], R"({"x":1})");
   EXPECT_EQ(m["tool_calls"][0]["type"], "function");
   EXPECT_EQ(tool_call_deltas(call)[0]["index"], 0);
-  json e = logprob_entry("hé", -0.25);
+  json e = logprob_entry(json{{"id", 7}, {"text", "hé"}, {"log_prob", -0.25}});
   EXPECT_EQ(e["bytes"], json::array({104, 195, 169}));
+  EXPECT_EQ(e["logprob"], -0.25);
   EXPECT_EQ(e["top_logprobs"], json::array());
+  // The plugin's top_tokens (parameters.top_n_tokens) become OpenAI's top_logprobs, in order.
+  json alt = logprob_entry(json{{"id", 7}, {"text", "a"}, {"log_prob", -0.5},
+                                {"top_tokens", json::array({json{{"id", 7}, {"text", "a"}, {"log_prob", -0.5}},
+                                                            json{{"id", 9}, {"text", "b"}, {"log_prob", -1.25}}})}});
+  ASSERT_EQ(alt["top_logprobs"].size(), 2u);
+  EXPECT_EQ(alt["top_logprobs"][1]["token"], "b");
+  EXPECT_EQ(alt["top_logprobs"][1]["logprob"], -1.25);
+  EXPECT_EQ(alt["top_logprobs"][1]["bytes"], json::array({98}));
   EXPECT_EQ(usage_json(3, 4)["total_tokens"], 7);
 }
 
@@ -158,7 +176,12 @@ TEST(CompletionSchema, NLogprobsAndUsageOption) {
   EXPECT_EQ(completion_field_of(R"({"prompt": "a", "n": 17})"), "n");
   EXPECT_EQ(completion_field_of(R"({"prompt": ["a", "b"], "n": 2})"), "n");
   EXPECT_EQ(completion_field_of(R"({"prompt": ["a", "b"], "logprobs": 0})"), "logprobs");
-  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "logprobs": 1})"), "logprobs");
+  EXPECT_EQ(completion_field_of(R"({"prompt": "a", "logprobs": 6})"), "logprobs");
+  // logprobs k > 0: the k most likely tokens at each position (the plugin's top_n_tokens).
+  r = parse_openai_request(R"({"prompt": "a", "logprobs": 3})");
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_EQ(r.lmi["parameters"]["top_n_tokens"], 3);
   EXPECT_EQ(completion_field_of(R"({"prompt": "a", "logprobs": "x"})"), "logprobs");
   EXPECT_EQ(completion_field_of(R"({"prompt": "a", "best_of": 2})"), "best_of");
   EXPECT_EQ(completion_field_of(R"({"prompt": "a", "stream_options": {"include_usage": 1}})"),

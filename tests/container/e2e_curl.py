@@ -146,7 +146,7 @@ def main():
         bad("/v1/completions", '{"prompt": "a", "max_tokens": 0}', 400, "max_tokens")
         bad("/v1/completions", '{"prompt": "a", "n": 17}', 400, "n")
         bad("/v1/completions", '{"prompt": ["a", "b"], "n": 2}', 400, "n")
-        bad("/v1/completions", '{"prompt": "a", "logprobs": 2}', 400, "logprobs")
+        bad("/v1/completions", '{"prompt": "a", "logprobs": 6}', 400, "logprobs")
         bad("/v1/completions", '{"prompt": "a", "model": "other"}', 404, "model")
         bad("/predictions/unknown-model", '{"inputs": "a"}', 404, "model")
         bad("/no/such/path", '{}', 404, "path")

@@ -49,11 +49,19 @@ for await (const chunk of ncs) {
 }
 check(texts.every((t, i) => "Once upon a time" + t === nc.choices[i].text), "n streamed " + JSON.stringify(texts));
 check(usage?.completion_tokens === nc.usage.completion_tokens, "streamed usage " + JSON.stringify(usage));
+// logprobs k: the k most likely tokens at each position, as {token: logprob}; the chosen one's
+// logprob is the largest of them under greedy decoding.
+const lp = await client.completions.create({ model, prompt: "x", max_tokens: 4, logprobs: 2 });
+const lpc = lp.choices[0].logprobs;
+check(lpc.tokens.length === 4 && lpc.top_logprobs.length === 4 &&
+      lpc.top_logprobs.every((alts, i) => Object.keys(alts).length >= 1 && Object.keys(alts).length <= 2 &&
+        Math.abs(Math.max(...Object.values(alts)) - lpc.token_logprobs[i]) < 1e-4),
+      "logprobs=2 " + JSON.stringify(lpc));
 try {
-  await client.completions.create({ model, prompt: "x", max_tokens: 4, logprobs: 2 });
-  check(false, "logprobs=2 accepted");
+  await client.completions.create({ model, prompt: "x", max_tokens: 4, logprobs: 6 });
+  check(false, "logprobs=6 accepted");
 } catch (e) {
-  check(e.status === 400, "logprobs=2 -> " + e.status);
+  check(e.status === 400, "logprobs=6 -> " + e.status);
 }
 console.log(failed ? `e2e_openai: ${failed} failures` : "e2e_openai: all checks passed");
 process.exit(failed ? 1 : 0);

@@ -108,7 +108,21 @@ if (mode === "real") {
   const lps = await collect(await client.chat.completions.create({ ...base, logprobs: true, stream: true }));
   check(show(lps.choices[0].logprobs.map(e => e.logprob)) === show(entries.map(e => e.logprob)),
         "streamed logprobs = non-streamed");
-  await expect400({ ...base, logprobs: true, top_logprobs: 2 }, "top_logprobs", "only 0");
+  // top_logprobs: the k most likely tokens of each draw, most likely first; greedy picks the first.
+  const top = await client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 3 });
+  const tops = top.choices[0].logprobs.content;
+  check(top.choices[0].message.content === text, "top_logprobs leaves the greedy text as it was");
+  check(tops.every(e => e.top_logprobs.length === 3 &&
+        e.top_logprobs[0].token === e.token && Math.abs(e.top_logprobs[0].logprob - e.logprob) < 1e-4 &&
+        e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob &&
+        e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob),
+        "top_logprobs: 3 each, the chosen token first, descending " + show(tops.slice(0, 2)));
+  const tops_streamed = await collect(await client.chat.completions.create(
+      { ...base, logprobs: true, top_logprobs: 3, stream: true }));
+  check(show(tops_streamed.choices[0].logprobs.map(e => e.top_logprobs)) === show(tops.map(e => e.top_logprobs)),
+        "streamed top_logprobs = non-streamed");
+  await expect400({ ...base, top_logprobs: 2 }, "top_logprobs", "logprobs");
+  await expect400({ ...base, logprobs: true, top_logprobs: 21 }, "top_logprobs", "20");
 
   // Tools are accepted and rendered into the prompt (the tiny model will not call them).
   const t = await client.chat.completions.create({ ...base, tools, tool_choice: "auto" });

@@ -151,7 +151,7 @@ class FakeEngine : public Engine {
                            scripted ? std::string(script.substr(
                                           std::min(script.size(), size_t(j.produced) * 8), 8))
                                     : " t" + std::to_string(j.produced),
-                           -0.5f, false};
+                           -0.5f, false, {}};
           ++j.produced;
           ++tokens_;
           j.text += t.text;

@@ -29,7 +29,7 @@ TEST(LmiRequest, AllParameters) {
   auto r = parse_lmi_request(std::string(R"({"inputs": ["a", "b"], "stream": true,
     "parameters": {"max_new_tokens": 5, "temperature": 0.7, "top_p": 0.9, "top_k": 40,
     "do_sample": true, "repetition_penalty": 1.2, "stop_sequences": ["x", "y"], "seed": 3,
-    "details": true, "return_full_text": true}})"));
+    "details": true, "return_full_text": true, "top_n_tokens": 5}})"));
   EXPECT_TRUE(r.batched);
   EXPECT_EQ(r.inputs.size(), 2u);
   EXPECT_TRUE(r.stream);
@@ -43,6 +43,7 @@ TEST(LmiRequest, AllParameters) {
   EXPECT_EQ(r.params.sampling.seed, 3u);
   EXPECT_TRUE(r.details);
   EXPECT_TRUE(r.return_full_text);
+  EXPECT_EQ(r.params.top_logprobs, 5);
 }
 
 TEST(LmiRequest, TemperatureZeroIsGreedy) {
@@ -76,6 +77,10 @@ TEST(LmiRequest, ErrorsNameTheField) {
             "parameters.stop_sequences[0]");
   EXPECT_EQ(field_of(R"({"inputs": "a", "parameters": {"seed": -4}})"), "parameters.seed");
   EXPECT_EQ(field_of(R"({"inputs": "a", "parameters": {"details": 1}})"), "parameters.details");
+  EXPECT_EQ(field_of(R"({"inputs": "a", "parameters": {"top_n_tokens": 21}})"),
+            "parameters.top_n_tokens");
+  EXPECT_EQ(field_of(R"({"inputs": "a", "parameters": {"top_n_tokens": -1}})"),
+            "parameters.top_n_tokens");
   EXPECT_EQ(field_of(R"({"inputs": "a", "parameters": {"nope": 1}})"), "parameters.nope");
   EXPECT_EQ(field_of(R"({"inputs": "a", "stream": "yes"})"), "stream");
   EXPECT_EQ(field_of(R"({"inputs": "a", "extra": 1})"), "extra");

@@ -126,6 +126,46 @@ TEST_P(EngineTest, StreamsTextThatEqualsTheDecodeOfItsTokens) {
   EXPECT_TRUE(last.finish_status == FinishStatus::Length || last.finish_status == FinishStatus::EosToken);
 }
 
+// top_logprobs: each token comes with its draw's k most likely tokens, most likely first, with
+// log-probabilities of the same distribution as the token's own: greedy chose the first, the
+// greedy text is unchanged, and the values fall.
+TEST_P(EngineTest, TopLogprobsListTheDrawsMostLikelyTokens) {
+  Collector plain, with_top;
+  engine_->enqueue(greedy("Once upon a time", 12), plain.callback());
+  EngineRequest r = greedy("Once upon a time", 12);
+  r.params.top_logprobs = 4;
+  engine_->enqueue(std::move(r), with_top.callback());
+  plain.wait();
+  with_top.wait();
+  EXPECT_EQ(with_top.ids(), plain.ids());
+  int tokens = 0;
+  for (const RequestUpdate& u : with_top.updates)
+    for (const GeneratedToken& t : u.tokens) {
+      ++tokens;
+      ASSERT_EQ(t.top.size(), 4u);
+      EXPECT_EQ(t.top[0].id, t.id);
+      EXPECT_NEAR(t.top[0].logprob, t.logprob, 1e-4);
+      for (size_t i = 1; i < t.top.size(); ++i) {
+        EXPECT_LE(t.top[i].logprob, t.top[i - 1].logprob);
+        EXPECT_NE(t.top[i].id, t.top[0].id);
+      }
+      const int32_t id = t.top[1].id;
+      EXPECT_EQ(t.top[1].text, engine_->tokenizer().decode(std::span<const int32_t>(&id, 1)));
+    }
+  EXPECT_EQ(tokens, 12);
+  for (const RequestUpdate& u : plain.updates)
+    for (const GeneratedToken& t : u.tokens) EXPECT_TRUE(t.top.empty());
+  Collector bad;
+  EngineRequest too_many = greedy("Once upon a time", 4);
+  too_many.params.top_logprobs = 21;
+  try {
+    engine_->enqueue(std::move(too_many), bad.callback());
+    ADD_FAILURE() << "top_logprobs 21 accepted";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.field(), "parameters.top_n_tokens") << e.what();
+  }
+}
+
 TEST_P(EngineTest, ConcurrentRequestsMatchTheSameRequestAlone) {
   Collector alone;
   engine_->enqueue(greedy("The little dog", 30), alone.callback());

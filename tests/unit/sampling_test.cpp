@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/generate/sampling.h"
+#include "engine/generate/top_logprobs.h"
 #include "kernels/sampling.h"
 
 namespace lmx {
@@ -164,6 +165,29 @@ TEST(Sampling, EveryRangeEndIsDefined) {
   EXPECT_FALSE(accepted({.top_p = 0.0f}));
   EXPECT_FALSE(accepted({.top_p = 1.0000001f}));
   EXPECT_TRUE(accepted({.greedy = false, .seed = std::numeric_limits<uint64_t>::max()}));
+}
+
+// top_logprobs: the k largest logits, most likely first (ties: lower id), each the log-softmax
+// value computed in double from the formula; k past the vocabulary gives the whole vocabulary.
+TEST(TopLogprobs, AreTheLargestLogSoftmaxValuesInOrder) {
+  const std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f, -100.0f};
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x));
+  const auto lp = [&](int id) { return float(double(logits[size_t(id)]) - std::log(sum)); };
+  const auto top = top_logprobs(logits, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].id, 1);  // tie with 3: the lower id first
+  EXPECT_EQ(top[1].id, 3);
+  EXPECT_EQ(top[2].id, 4);
+  for (const SampledToken& t : top) EXPECT_NEAR(t.logprob, lp(t.id), 1e-6) << t.id;
+  EXPECT_EQ(top_logprobs(logits, 10).size(), logits.size());
+  EXPECT_EQ(top_logprobs(logits, 10).back().id, 5);
+  EXPECT_TRUE(top_logprobs(logits, 0).empty());
+  // Large logits: max-subtracted, no overflow.
+  const std::vector<float> big = {1e30f, 1e30f - 1e24f, -1e30f};
+  const auto b = top_logprobs(big, 2);
+  EXPECT_TRUE(std::isfinite(b[0].logprob) && std::isfinite(b[1].logprob));
+  EXPECT_LE(b[0].logprob, 0.0f);
 }
 
 }  // namespace
