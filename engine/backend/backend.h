@@ -31,6 +31,7 @@ struct BatchChunk {
 struct SampleSpec {
   kernels::SamplingRow params;
   std::span<const int32_t> history;  // ids the repetition penalty applies to (prompt + generated)
+  bool return_logits = false;  // forward_sample also hands this row's logits back
 };
 
 struct KvCacheShape {
@@ -71,8 +72,9 @@ class Backend {
 
   // Runs the chunks and draws one token per logits row (kernels/sampling.h: the same draw on
   // every backend), so only ids and log-probs leave the device. rows and out have one entry per
-  // chunk with compute_logits. When `logits` is given it also receives the rows, as forward().
-  // The default samples forward()'s host logits with the CPU kernel.
+  // chunk with compute_logits. When `logits` is given it receives the logits of the rows whose
+  // spec has return_logits, in their order: [those rows, vocab] fp32 (only they are copied off
+  // the device). The default samples forward()'s host logits with the CPU kernel.
   virtual void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
                               std::span<SampledToken> out, std::vector<float>* logits = nullptr);
 

@@ -36,8 +36,7 @@ void check_sample_rows(size_t rows, size_t outputs, size_t logit_rows) {
 
 void Backend::forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
                              std::span<SampledToken> out, std::vector<float>* logits) {
-  std::vector<float> local;
-  std::vector<float>& l = logits ? *logits : local;
+  std::vector<float> l;
   for (const BatchChunk& c : chunks)
     if (c.all_logits) throw_error("forward_sample draws one token a chunk: all_logits is for forward()");
   forward(chunks, l);
@@ -50,6 +49,11 @@ void Backend::forward_sample(std::span<const BatchChunk> chunks, std::span<const
                        p.has_history() ? p.prev_ids.data() : nullptr, p.prev_stride,
                        p.has_history() ? p.prev_len.data() : nullptr, ids.data(), logprobs.data());
   for (size_t i = 0; i < rows.size(); ++i) out[i] = {ids[i], logprobs[i]};
+  if (!logits) return;
+  logits->clear();
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].return_logits)
+      logits->insert(logits->end(), l.begin() + long(i * V), l.begin() + long((i + 1) * V));
 }
 
 }  // namespace lmx

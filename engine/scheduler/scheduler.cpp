@@ -176,7 +176,7 @@ std::vector<TokenOutput> Scheduler::step() {
   bool want_logits = false;
   for (Sequence* s : with_logits) {
     const GenerationParams& p = s->request.params;
-    specs.push_back({p.sampling.row(s->seed, uint64_t(s->generated)), s->tokens});
+    specs.push_back({p.sampling.row(s->seed, uint64_t(s->generated)), s->tokens, s->wants_logits()});
     want_logits |= s->wants_logits();
   }
   std::vector<SampledToken> tokens(specs.size());
@@ -194,13 +194,14 @@ std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_lo
   const DecoderDesc& desc = backend_.desc();
   const size_t V = size_t(desc.vocab_size);
   std::vector<TokenOutput> outputs(with_logits.size());
+  size_t returned = 0;  // logits holds the rows of the sequences that wanted them, in order
   for (size_t i = 0; i < with_logits.size(); ++i) {
     Sequence& s = *with_logits[i];
     const GenerationParams& p = s.request.params;
     TokenOutput& out = outputs[i];
     out.id = s.request.id;
     const std::span<const float> row =
-        s.wants_logits() ? logits.subspan(i * V, V) : std::span<const float>();
+        s.wants_logits() ? logits.subspan(V * returned++, V) : std::span<const float>();
     if (s.returns_logits())
       (s.generated == 0 ? out.prompt_logits : out.step_logits).assign(row.begin(), row.end());
     if (p.top_logprobs > 0) out.top = top_logprobs(row, p.top_logprobs);

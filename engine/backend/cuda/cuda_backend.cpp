@@ -174,7 +174,7 @@ class CudaBackend final : public Backend {
     LMX_CUDA_CHECK(cudaSetDevice(device_));
     const int rows = enqueue(chunks);
     check_sample_rows(specs.size(), out.size(), size_t(rows));
-    if (logits) download_logits(rows, *logits);
+    if (logits) download_returned_rows(specs, *logits);
     const PackedSampleRows p = pack_sample_rows(specs);
     if (p.has_history() && size_t(rows) * p.prev_stride > sample_prev_.size())
       throw_error("repetition-penalty histories of {} x {} ids exceed their buffer ({} ids)", rows,
@@ -242,6 +242,18 @@ class CudaBackend final : public Backend {
   void download_logits(int rows, std::vector<float>& logits) {
     logits.resize(size_t(rows) * desc_.vocab_size);
     download(logits_.get(), logits);
+  }
+
+  // The logits rows of the specs with return_logits, packed in their order.
+  void download_returned_rows(std::span<const SampleSpec> specs, std::vector<float>& logits) {
+    const size_t V = size_t(desc_.vocab_size);
+    logits.resize(V * size_t(std::count_if(specs.begin(), specs.end(),
+                                           [](const SampleSpec& s) { return s.return_logits; })));
+    size_t to = 0;
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (specs[i].return_logits)
+        LMX_CUDA_CHECK(cudaMemcpyAsync(logits.data() + V * to++, logits_.get() + V * i,
+                                       V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   }
 
   template <typename U>
