@@ -29,7 +29,7 @@ void StatsCollector::observe(int layer, LinearSlot slot, const float* x, int row
 
 std::vector<LayerStats> calibrate(const LoadedModel& model,
                                   const std::vector<std::vector<int32_t>>& samples,
-                                  int64_t keep_rows) {
+                                  int64_t keep_rows, const CalibrationProgress& progress) {
   for (const LayerWeights<WeightRef>& l : model.weights.layers)
     if (l.qkv.quant.quantized() || l.up.quant.quantized())
       throw_error("calibration runs the unquantized model; {} is marked for int8", l.qkv.weight.name);
@@ -53,6 +53,7 @@ std::vector<LayerStats> calibrate(const LoadedModel& model,
     c.tokens = s;
     c.block_table = std::span<const int32_t>(table).first((s.size() + block - 1) / block);
     backend->forward(std::span<const BatchChunk>(&c, 1), logits);
+    if (progress) progress(size_t(&s - samples.data()) + 1, samples.size());
   }
   return collector.stats();
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/backend/activation_observer.h"
@@ -37,11 +38,14 @@ class StatsCollector final : public ActivationObserver {
   int64_t keep_rows_;
 };
 
+// Told after each calibration sample: (samples done, samples in all).
+using CalibrationProgress = std::function<void(size_t done, size_t total)>;
+
 // Runs `model` (no quantization; CPU, fp32) over each sample (one prefill a sample) and returns
 // the statistics. Throws lmx::Error if the model is marked quantized or a sample is empty or
 // longer than the model's positions.
 std::vector<LayerStats> calibrate(const LoadedModel& model,
                                   const std::vector<std::vector<int32_t>>& samples,
-                                  int64_t keep_rows);
+                                  int64_t keep_rows, const CalibrationProgress& progress = {});
 
 }  // namespace lmx::smoothquant

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "engine/core/error.h"
 #include "engine/core/log.h"
@@ -13,6 +16,24 @@
 
 namespace lmx::smoothquant {
 namespace {
+
+// Calibration progress: a line rewritten in place on a terminal (stderr), and in the log at
+// every tenth of the samples (servers, whose stderr is a file).
+CalibrationProgress progress_report() {
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  return [terminal, logged = size_t(0)](size_t done, size_t total) mutable {
+    if (terminal) {
+      std::fprintf(stderr, "\rsmoothquant: calibrating, sample %zu of %zu", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    }
+    const size_t tenth = std::max<size_t>(1, total / 10);
+    if (done == total || done / tenth > logged) {
+      logged = done / tenth;
+      lmx::logger().info("smoothquant: calibrated {} of {} samples", done, total);
+    }
+  };
+}
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -88,7 +109,8 @@ Report apply(LoadedModel& model, const Settings& settings) {
     const auto started = std::chrono::steady_clock::now();
     lmx::logger().info("smoothquant: calibrating {} on {} samples ({} tokens)", model.dir.string(),
                        r.samples, r.tokens);
-    r.plan = make_plan(model, calibrate(model, samples, kSearchRows), settings.alpha);
+    r.plan = make_plan(model, calibrate(model, samples, kSearchRows, progress_report()),
+                       settings.alpha);
     lmx::logger().info(
         "smoothquant: calibrated in {:.1f} s",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

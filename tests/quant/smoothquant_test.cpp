@@ -65,6 +65,15 @@ double perplexity(const LoadedModel& m, const std::vector<int32_t>& ids) {
   return std::exp(nll / double(ids.size() - 1));
 }
 
+// Progress (a terminal line and log lines in apply()) is told after every sample, in order.
+TEST(SmoothQuantCalibration, ProgressIsToldAfterEverySample) {
+  const LoadedModel m = load_model(testing::parity_dir() / "llama_mha_tied");
+  const auto samples = random_samples(m.desc, {7, 13, 3});
+  std::vector<std::pair<size_t, size_t>> told;
+  calibrate(m, samples, 5, [&](size_t done, size_t total) { told.emplace_back(done, total); });
+  EXPECT_EQ(told, (std::vector<std::pair<size_t, size_t>>{{1, 3}, {2, 3}, {3, 3}}));
+}
+
 TEST(SmoothQuantCalibration, StatisticsMatchADirectComputation) {
   // Llama (pre RMSNorm): layer 0's qkv input is rms_norm(embed[id]) * w, token by token.
   const LoadedModel m = load_model(testing::parity_dir() / "llama_mha_tied");
