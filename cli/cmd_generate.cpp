@@ -2,7 +2,7 @@
 //              [--device cpu|cuda] [--greedy | --temperature T --top-k K --top-p P --seed S]
 //              [--repetition-penalty R] [--ignore-eos] [--json] [--dump-logits]
 //              [--tensor-parallel-degree N]   (cpu: ranks as threads, or one a process under mpirun)
-//              [--quantize dynamic_int8|smoothquant ...]   (int8 weights)
+//              [--quantize dynamic_int8|smoothquant|fp8 ...]   (int8 weights)
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "                    --top-k K --top-p P"
     " --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
     "                    [--dump-logits] [--verbose] [--tensor-parallel-degree N]\n"
-    "                    [--quantize dynamic_int8|smoothquant ...] (see below)\n"
+    "                    [--quantize dynamic_int8|smoothquant|fp8 ...] (see below)\n"
     "  sampling without --seed uses a random seed\n"
     "  --dump-logits adds last_prompt_logits and step_logits (the fp32 logits of the next 4\n"
     "  draws: entry i chose generated token i + 1) to the --json output\n"

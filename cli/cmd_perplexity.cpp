@@ -29,7 +29,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: lmx perplexity --model DIR --file TEXT [--device cpu|cuda [--dtype fp16|bf16|fp32]]\n"
-    "                      [--quantize dynamic_int8|smoothquant ...] [--json] [--verbose]\n"
+    "                      [--quantize dynamic_int8|smoothquant|fp8 ...] [--json] [--verbose]\n"
     "  splits TEXT into paragraphs at blank lines, encodes each with the tokenizer's special\n"
     "  tokens (BOS), truncates it to the model's context and sums the negative log-likelihood\n"
     "  (natural log) of every predicted token; prints paragraphs, tokens, nll and\n"

@@ -22,13 +22,15 @@ QuantChoice quant_from_args(const Args& args) {
     for (const char* f : {kAlphaFlag, kCalibrationFileFlag, kCalibrationSamplesFlag})
       if (args.has(f)) throw_error("{} applies to {} smoothquant", f, kQuantizeFlag);
   if (method == "none") return {};
+  if (method == "fp8") return {LinearQuant{QuantKind::Fp8}, std::nullopt};
   if (method == "dynamic_int8") {
     if (group && (*group < 1 || *group > INT_MAX))
       throw_error("{} {} is out of range", kQuantizeGroupFlag, *group);
     return {dynamic_int8(group ? std::optional<int>(int(*group)) : std::nullopt), std::nullopt};
   }
   if (method != "smoothquant")
-    throw_error("{} must be dynamic_int8, smoothquant or none, got '{}'", kQuantizeFlag, method);
+    throw_error("{} must be dynamic_int8, smoothquant, fp8 or none, got '{}'", kQuantizeFlag,
+                method);
   smoothquant::Settings s;
   if (const auto a = args.get_double(kAlphaFlag)) {
     if (!(*a >= 0.0 && *a <= 1.0))

@@ -1,4 +1,4 @@
-// --quantize none|dynamic_int8|smoothquant [--quantize-group-size N] [--smoothquant-alpha A]
+// --quantize none|dynamic_int8|smoothquant|fp8 [--quantize-group-size N] [--smoothquant-alpha A]
 // [--smoothquant-calibration-file F] [--smoothquant-calibration-samples N]: the quantization a
 // command loads the model with (engine/model/quantization.h, smoothquant/smoothquant.h,
 // docs/quantization.md).
@@ -29,7 +29,9 @@ inline constexpr const char* kQuantUsage =
     "  --quantize smoothquant [--smoothquant-alpha A] [--smoothquant-calibration-file F]\n"
     "    [--smoothquant-calibration-samples N]: W8A8 (int8 weights and per-token activations)\n"
     "    after calibrating on F (default: a text built into LMX); alpha in [0, 1], unset:\n"
-    "    searched per layer; the result is cached (docs/quantization.md); device cpu for now\n";
+    "    searched per layer; the result is cached (docs/quantization.md)\n"
+    "  --quantize fp8: FP8 E4M3 weights (one scale an output channel) and per-token E4M3\n"
+    "    activations (W8A8); device cpu for now\n";
 
 // `flags` plus the value flags above.
 std::set<std::string> with_quant_flags(std::set<std::string> flags);

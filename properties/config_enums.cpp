@@ -34,6 +34,8 @@ std::string_view to_string(Quantize v) {
       return "dynamic_int8";
     case Quantize::SmoothQuant:
       return "smoothquant";
+    case Quantize::Fp8:
+      return "fp8";
   }
   return "?";
 }

@@ -7,7 +7,7 @@ namespace lmx::properties {
 
 enum class Dtype { Auto, Fp32, Fp16, Bf16 };
 enum class Device { Cpu, Cuda };  // option.device=auto is resolved at load time
-enum class Quantize { None, DynamicInt8, SmoothQuant };
+enum class Quantize { None, DynamicInt8, SmoothQuant, Fp8 };
 enum class RollingBatch { Auto, Disable };
 enum class OutputFormatter { Json, JsonLines, Sse };
 enum class KvCacheDtype { Auto, Fp8E4m3 };  // Auto: the model's (compute) dtype

@@ -10,7 +10,7 @@ EngineCapabilities EngineCapabilities::cpu_only() {
   c.cuda_graphs = false;
   c.max_tensor_parallel_degree = 1;  // no CUDA: one rank a device
   c.cpu_tensor_parallel = true;      // the CPU reference's ranks as threads
-  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant}}};
+  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant, Quantize::Fp8}}};
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};
   return c;
@@ -35,8 +35,8 @@ EngineCapabilities EngineCapabilities::everything() {
   c.dtypes = {Dtype::Fp32, Dtype::Fp16, Dtype::Bf16};
   c.max_tensor_parallel_degree = 1 << 20;
   c.cpu_tensor_parallel = true;
-  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant}},
-                {Device::Cuda, {Quantize::DynamicInt8, Quantize::SmoothQuant}}};
+  c.quantize = {{Device::Cpu, {Quantize::DynamicInt8, Quantize::SmoothQuant, Quantize::Fp8}},
+                {Device::Cuda, {Quantize::DynamicInt8, Quantize::SmoothQuant, Quantize::Fp8}}};
   c.cuda_graphs = true;
   c.rolling_batch = {RollingBatch::Auto, RollingBatch::Disable};
   c.tasks = {"text-generation"};

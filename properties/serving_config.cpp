@@ -435,8 +435,9 @@ class Resolver {
       static const std::vector<Choice<Quantize>> kChoices = {
           {"dynamic_int8", Quantize::DynamicInt8},
           {"smoothquant", Quantize::SmoothQuant},
+          {"fp8", Quantize::Fp8},
           {"none", Quantize::None}};
-      enum_value(*q, kChoices, cfg_.quantize, "dynamic_int8, smoothquant, none");
+      enum_value(*q, kChoices, cfg_.quantize, "dynamic_int8, smoothquant, fp8, none");
     }
     if (dtype_int8_ != nullptr && !failed("option.quantize")) {
       if (q != nullptr && cfg_.quantize != Quantize::DynamicInt8)

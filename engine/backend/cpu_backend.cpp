@@ -16,6 +16,7 @@
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
+#include "quant/fp8.h"
 #include "quant/int8.h"
 #include "quant/w8a8.h"
 
@@ -46,6 +47,12 @@ quant::W8A8Weights w8a8_view(const CpuLinear& L) {
   return {L.q.values.data(), L.q.scales.data(), ptr_or_null(L.bias), int(L.out), int(L.in)};
 }
 
+// An fp8 projection's view (quant/fp8.h): E4M3 codes [out, in], fp32 scales [out].
+quant::Fp8Weights fp8_view(const CpuLinear& L) {
+  return {reinterpret_cast<const uint8_t*>(L.q.values.data()), L.q.scales.data(),
+          ptr_or_null(L.bias), int(L.out), int(L.in)};
+}
+
 // smoothquant: W [out, in] <- W diag(s), so that (x diag(1/s)) (W diag(s))^T = x W^T; the 1/s
 // goes into the preceding norm (fold_smoothing_into_norms) or, kept here, onto the activations.
 void smooth_weight(CpuLinear& L, const std::string& what) {
@@ -74,6 +81,14 @@ void quantize_linear(CpuLinear& L, const std::string& label, TensorParallelRank 
   // Smoothing alone (kind None) is exact in fp32: how the tests check the folding.
   if (L.quant.smooth) smooth_weight(L, what);
   if (!L.quant.quantized()) return;
+  if (L.quant.kind == QuantKind::Fp8) {  // E4M3 codes as bytes in values
+    L.q.values.resize(size_t(L.out * L.in));
+    L.q.scales.resize(size_t(L.out));
+    quant::cpu::quantize_rows_e4m3(what.c_str(), L.weight.data(), L.out, L.in,
+                                   reinterpret_cast<uint8_t*>(L.q.values.data()), L.q.scales.data());
+    Buffer().swap(L.weight);
+    return;
+  }
   if (L.quant.kind == QuantKind::W8A8 && L.in > quant::kW8A8MaxIn)
     throw_error("{}: {} input columns would overflow W8A8's int32 sums (at most {})", what, L.in,
                 quant::kW8A8MaxIn);
@@ -253,6 +268,8 @@ class CpuBackend final : public Backend {
         return quant::cpu::w8a16_linear(x, int8_view(L), y, rows);
       case QuantKind::W8A8:
         return quant::cpu::w8a8_linear(x, w8a8_view(L), y, rows, ptr_or_null(L.q.inv_smooth));
+      case QuantKind::Fp8:
+        return quant::cpu::fp8_linear(x, fp8_view(L), y, rows);
     }
   }
 

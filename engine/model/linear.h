@@ -85,9 +85,11 @@ std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardSpec& spec, int
 //   W8A8 (option.quantize=smoothquant): int8 [out, in] + fp32 scales [out] of the smoothed weight
 //     W diag(s), activations quantized per token to int8 (quant/w8a8.h). The input's 1/s is
 //     folded into the norm that produces it (`smooth_in_norm`) or applied to the activations.
+//   Fp8 (option.quantize=fp8): E4M3 codes [out, in] (in QuantStorage::values, as bytes) + fp32
+//     scales [out], activations quantized per token to E4M3 (quant/fp8.h).
 // The description (LinearRef) says what is wanted; a backend that holds it quantizes the weight
-// after materializing it (quant/int8.h) and its linear dispatches on the kind.
-enum class QuantKind { None, W8A16PerChannel, W8A16Grouped, W8A8 };
+// after materializing it (quant/int8.h, quant/fp8.h) and its linear dispatches on the kind.
+enum class QuantKind { None, W8A16PerChannel, W8A16Grouped, W8A8, Fp8 };
 
 struct LinearQuant {
   QuantKind kind = QuantKind::None;
@@ -101,7 +103,12 @@ struct LinearQuant {
 
   bool quantized() const { return kind != QuantKind::None; }
   // The option.quantize method that asks for this kind, for messages.
-  const char* method() const { return kind == QuantKind::W8A8 ? "smoothquant" : "dynamic_int8"; }
+  const char* method() const {
+    return kind == QuantKind::W8A8 ? "smoothquant" : kind == QuantKind::Fp8 ? "fp8" : "dynamic_int8";
+  }
+  // Whether the kind quantizes the activations too (W8A8, fp8): the decoder's projections only,
+  // the LM head and OPT's project_in / project_out stay unquantized.
+  bool quantizes_activations() const { return kind == QuantKind::W8A8 || kind == QuantKind::Fp8; }
   // Input columns one scale covers in a Linear of `in` columns.
   int64_t group_for(int64_t in) const { return kind == QuantKind::W8A16Grouped ? group : in; }
 };
@@ -115,7 +122,7 @@ struct QuantStorage {};
 // then empty.
 template <>
 struct QuantStorage<std::vector<float>> {
-  std::vector<int8_t> values;  // [out, in]
+  std::vector<int8_t> values;  // [out, in] (Fp8: E4M3 codes as bytes)
   std::vector<float> scales;   // [out, in / group] (W8A8: [out])
   std::vector<float> inv_smooth;  // W8A8 with smoothing not folded into a norm: 1 / s [in]
 };

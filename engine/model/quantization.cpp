@@ -19,6 +19,8 @@ LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_s
       return {};
     case properties::Quantize::DynamicInt8:
       return dynamic_int8(group_size);
+    case properties::Quantize::Fp8:
+      return {QuantKind::Fp8};
     case properties::Quantize::SmoothQuant:  // loads unquantized, then calibrates and marks
       return {};                             // (smoothquant/smoothquant.h)
   }
@@ -32,13 +34,13 @@ void check_quantizable(const ModelConfig& config, const LinearQuant& quant) {
                                  ? qc["quant_method"].get<std::string>()
                                  : "unknown";
   throw_error("{}: the checkpoint is already quantized (quantization_config.quant_method = '{}'); "
-              "option.quantize=dynamic_int8 quantizes F32, F16 or BF16 checkpoints: point LMX at "
+              "option.quantize={} quantizes F32, F16 or BF16 checkpoints: point LMX at "
               "the unquantized model or leave option.quantize unset",
-              config.source(), method);
+              config.source(), method, quant.method());
 }
 
 void request_quantization(ModelWeights<WeightRef>& weights, const LinearQuant& quant) {
-  if (quant.kind == QuantKind::W8A8) {  // benchmarks: smoothquant's projections, unsmoothed
+  if (quant.quantizes_activations()) {  // fp8, or benchmarks: smoothquant's projections unsmoothed
     for (LayerWeights<WeightRef>& l : weights.layers)
       for (LinearRef* p : {&l.qkv, &l.o, &l.up, &l.down}) p->quant = quant;
     return;

@@ -17,7 +17,7 @@ namespace lmx {
 LinearQuant dynamic_int8(std::optional<int> group_size = std::nullopt);
 
 // The configuration's option.quantize (+ option.quantize_group_size) as the loader takes it:
-// None, or dynamic_int8 as above. smoothquant: None here (the model loads unquantized and
+// None, dynamic_int8 as above, or fp8. smoothquant: None here (the model loads unquantized and
 // smoothquant::apply marks it after calibrating; smoothquant/smoothquant.h).
 LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_size);
 
@@ -27,8 +27,8 @@ LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_s
 void check_quantizable(const ModelConfig& config, const LinearQuant& quant);
 
 // Marks every projection (qkv, o, up, down, project_in / out and the LM head, tied or not; not
-// the embedding) for `quant`; W8A8 (benchmarks on random weights: smoothquant's kernels without
-// a calibration) marks qkv, o, up and down, as smoothquant::mark does, without smoothing. Throws lmx::Error naming the tensor and its sizes when the group
+// the embedding) for `quant`; fp8 and W8A8 (benchmarks on random weights: smoothquant's kernels
+// without a calibration) mark qkv, o, up and down (as smoothquant::mark does), not the LM head. Throws lmx::Error naming the tensor and its sizes when the group
 // size does not divide a projection's input size.
 void request_quantization(ModelWeightRefs& weights, const LinearQuant& quant);
 

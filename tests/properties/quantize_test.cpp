@@ -171,6 +171,20 @@ TEST(Quantize, SmoothQuantSettingsRefuseBadValues) {
   EXPECT_TRUE(contains(error_of(other), "only used with option.quantize=smoothquant"));
 }
 
+// fp8 (E4M3 W8A8): the CPU reference runs it; CUDA has no fp8 kernels yet and says so by name.
+TEST(Quantize, Fp8RunsOnCpuAndIsRefusedOnCudaByName) {
+  TempModelDir cpu("option.quantize=fp8\n");
+  EXPECT_EQ(load(cpu).quantize, Quantize::Fp8);
+  TempModelDir env;
+  EXPECT_EQ(load(env, {{"OPTION_QUANTIZE", "FP8"}}).quantize, Quantize::Fp8);
+  TempModelDir cuda("option.device=cuda\noption.quantize=fp8\n");
+  const std::string e = error_of(cuda, {}, 1, with_cuda());
+  EXPECT_TRUE(contains(e, "option.quantize=fp8 (from line 2 of"));
+  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
+  TempModelDir bad("option.quantize=fp4\n");
+  EXPECT_TRUE(contains(error_of(bad), "dynamic_int8, smoothquant, fp8, none"));
+}
+
 TEST(Quantize, SmoothQuantRunsOnCuda) {
   TempModelDir dir("option.device=cuda\noption.quantize=smoothquant\n");
   EXPECT_EQ(load(dir, {}, 1, with_cuda()).quantize, Quantize::SmoothQuant);
@@ -185,7 +199,7 @@ TEST(Quantize, AMethodWithoutKernelsOnTheDeviceIsRefusedByName) {
   const std::string e = error_of(dir, {}, 1, caps);
   EXPECT_TRUE(contains(e, "option.quantize=smoothquant (from line 2 of"));
   EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
-  EXPECT_TRUE(contains(e, "quantize dynamic_int8, smoothquant on cpu; quantize dynamic_int8 on cuda"));
+  EXPECT_TRUE(contains(e, "quantize dynamic_int8, smoothquant, fp8 on cpu; quantize dynamic_int8 on cuda"));
   TempModelDir cpu("option.device=cpu\noption.quantize=smoothquant\n");
   EXPECT_EQ(load(cpu, {}, 1, caps).quantize, Quantize::SmoothQuant);
 }

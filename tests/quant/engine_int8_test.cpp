@@ -1,4 +1,4 @@
-// option.quantize=dynamic_int8 takes effect through the engine API (what lmx-server and the
+// option.quantize=dynamic_int8 (and fp8) takes effect through the engine API (what lmx-server and the
 // plugin run): with each spelling of the setting the engine's greedy tokens are those of the
 // int8 CPU backend, which differ from fp32's on this prompt (a near-tie that int8 reorders, see
 // docs/quantization.md), so the test tells a quantized engine from an unquantized one.
@@ -69,6 +69,20 @@ TEST(EngineInt8, EverySpellingRunsTheInt8Model) {
   const std::vector<int32_t> grouped = backend_tokens(dynamic_int8(128));
   EXPECT_EQ(engine_tokens({{"OPTION_QUANTIZE", "dynamic_int8"}, {"OPTION_QUANTIZE_GROUP_SIZE", "128"}}),
             grouped);
+}
+
+// option.quantize=fp8 through the engine API runs the E4M3 CPU backend (its tokens, which the
+// prompt tells from fp32's), the decoder's projections quantized and the LM head not.
+TEST(EngineFp8, TheSettingRunsTheFp8Model) {
+  const LinearQuant fp8{QuantKind::Fp8};
+  const std::vector<int32_t> e4m3 = backend_tokens(fp8);
+  const std::vector<int32_t> fp32 = backend_tokens({});
+  ASSERT_NE(e4m3, fp32) << "the prompt no longer tells fp8 from fp32";
+  EXPECT_EQ(engine_tokens({{"OPTION_QUANTIZE", "fp8"}}), e4m3);
+  const LoadedModel model = load_model(kModel, fp8);
+  EXPECT_EQ(model.weights.layers[0].qkv.quant.kind, QuantKind::Fp8);
+  EXPECT_EQ(model.weights.layers[0].down.quant.kind, QuantKind::Fp8);
+  EXPECT_FALSE(model.weights.lm_head.quant.quantized());
 }
 
 TEST(EngineInt8, GroupSizeThatDoesNotDivideFailsTheLoad) {

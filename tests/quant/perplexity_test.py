@@ -96,7 +96,7 @@ def main():
     expect_error(args, ["perplexity", "--model", small, "--file", "/nonexistent/text.txt"],
                  "cannot read --file /nonexistent/text.txt", "missing file")
     expect_error(args, ["perplexity", "--model", small] + text + ["--quantize", "int4"],
-                 "--quantize must be dynamic_int8, smoothquant or none, got 'int4'", "unknown method")
+                 "--quantize must be dynamic_int8, smoothquant, fp8 or none, got 'int4'", "unknown method")
     expect_error(args, ["perplexity", "--model", small] + text + ["--quantize", "dynamic_int8",
                  "--quantize-group-size", "128"],
                  "layer 0 qkv (model.layers.0.self_attn.q_proj.weight, weight [128, 64]): "

@@ -50,12 +50,15 @@ struct Finisher {
                     label, L.in, quant::kW8A8MaxIn);
       if (L.quant.smooth) smooth = smoothing(L, label);
     } else if (L.quant.kind != QuantKind::W8A16PerChannel) {
-      throw_error("{}: option.quantize={}{} has no CUDA kernels yet; on cuda dynamic_int8 is per "
-                  "output channel (leave option.quantize_group_size unset), or use option.device=cpu",
+      throw_error("{}: option.quantize={}{} has no CUDA kernels yet; {}use option.device=cpu",
                   label, L.quant.method(),
                   L.quant.kind == QuantKind::W8A16Grouped
                       ? " with option.quantize_group_size=" + std::to_string(L.quant.group)
-                      : std::string());
+                      : std::string(),
+                  L.quant.kind == QuantKind::W8A16Grouped
+                      ? "on cuda dynamic_int8 is per output channel (leave "
+                        "option.quantize_group_size unset), or "
+                      : "");
     }
     L.q.values = DeviceBuffer<int8_t>(size_t(L.out) * size_t(L.in));
     L.q.scales = DeviceBuffer<float>(size_t(L.out));
