@@ -117,6 +117,17 @@ Report apply(LoadedModel& model, const Settings& settings) {
     if (cached) write_plan(r.cache_file, what, r.plan);
   }
   mark(model, r.plan);
+  nlohmann::json alphas = nlohmann::json::array();
+  for (const LayerPlan& l : r.plan.layers) alphas.push_back(l.alpha);
+  model.quantization = {
+      {"method", "smoothquant"},
+      {"alphas", std::move(alphas)},
+      {"alpha_searched", r.plan.searched},
+      {"smoothing", r.plan.in_norm ? "folded into the norms" : "applied to the activations"},
+      {"calibration",
+       r.from_cache ? nlohmann::json{{"from_cache", r.cache_file.string()}}
+                    : nlohmann::json{{"samples", r.samples}, {"tokens", r.tokens},
+                                     {"cached_in", cached ? r.cache_file.string() : ""}}}};
   lmx::logger().info("smoothquant: alpha per layer ({}): {}; smoothing {}; {} {}",
                      r.plan.searched ? "searched" : "fixed", describe_alphas(r.plan),
                      r.plan.in_norm ? "folded into the norms" : "applied to the activations",
@@ -131,6 +142,10 @@ LoadedModel load_quantized_model(const std::filesystem::path& dir, const LinearQ
     throw_error("smoothquant and {} cannot be combined", quant.method());
   LoadedModel m = load_model(dir, quant);
   if (smoothquant) apply(m, *smoothquant);
+  if (quant.quantized()) {
+    m.quantization = {{"method", quant.method()}};
+    if (quant.kind == QuantKind::W8A16Grouped) m.quantization["group_size"] = quant.group;
+  }
   return m;
 }
 

@@ -237,6 +237,7 @@ class EngineImpl final : public Engine {
             {"kv_blocks_free", stats_.kv_blocks_free},
             {"kv_block_size", backend_->kv_shape().block_size},
             {"kv_cache_dtype", kv_cache_dtype_},
+            {"quantization", model_.quantization},
             {"preemptions", stats_.preemptions},
             {"requests_total", requests_total_},
             {"tokens_generated", tokens_generated_},

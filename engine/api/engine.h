@@ -112,7 +112,8 @@ class Engine {
 
   // {"state", "architecture", "path" (fused|generic), "path_reason", "device", "running",
   //  "waiting", "kv_blocks_used", "kv_blocks_free", "kv_block_size", "kv_cache_dtype" (fp8_e4m3
-  //  or the compute dtype: fp32, fp16, bf16), "requests_total", "tokens_generated",
+  //  or the compute dtype: fp32, fp16, bf16), "quantization" (null, or what it did: the method;
+  //  smoothquant's alphas per layer and calibration), "requests_total", "tokens_generated",
   //  "tokens_per_second", ...}
   virtual nlohmann::json stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;

@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/model/architecture.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/weight_map.h"
@@ -23,6 +25,10 @@ struct LoadedModel {
   // no weights; `weights` then holds shapes only and the CUDA backend makes random values in GPU
   // memory (how lmx-server serves a 7B-shaped model without a 13 GB file).
   std::optional<uint64_t> random_seed;
+  // What quantization did, for the engine's stats (null: none): {"method"} plus, for smoothquant,
+  // the alphas per layer, whether searched, where 1/s went and the calibration (cache file or
+  // samples and tokens); dynamic_int8's group size.
+  nlohmann::json quantization = nullptr;
 };
 
 // Reads config.json (+ generation_config.json), picks the architecture and resolves every weight.

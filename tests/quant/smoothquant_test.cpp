@@ -279,11 +279,13 @@ TEST(SmoothQuantApply, CacheIsWrittenThenRead) {
   }
 }
 
-std::vector<int32_t> engine_tokens(std::map<std::string, std::string> env) {
+std::vector<int32_t> engine_tokens(std::map<std::string, std::string> env,
+                                   nlohmann::json* stats = nullptr) {
   const auto config = properties::load_serving_config(
       kModel, properties::Environment::from_map(std::move(env), 0),
       properties::EngineCapabilities::this_build());
   auto engine = Engine::create(config);
+  if (stats) *stats = engine->stats();
   std::mutex mu;
   std::vector<int32_t> ids;
   std::promise<void> done;
@@ -315,9 +317,21 @@ TEST(SmoothQuantEngine, OptionQuantizeSmoothquantTakesEffect) {
   r.params.ignore_eos = true;
   auto backend = make_cpu_backend(m, {16, 4});
   const auto expected = Generator(*backend).generate(std::span(&r, 1)).front().tokens;
+  nlohmann::json stats;
   EXPECT_EQ(engine_tokens({{"OPTION_QUANTIZE", "smoothquant"}, {"OPTION_SMOOTHQUANT_ALPHA", "0.5"},
-                           {"OPTION_SMOOTHQUANT_CALIBRATION_SAMPLES", "2"}}),
+                           {"OPTION_SMOOTHQUANT_CALIBRATION_SAMPLES", "2"}},
+                          &stats),
             expected);
+  // The engine's stats (lmx-server's /ping and /metrics source) say what was chosen.
+  const nlohmann::json& q = stats["quantization"];
+  EXPECT_EQ(q["method"], "smoothquant") << stats.dump();
+  ASSERT_EQ(q["alphas"].size(), size_t(m.desc.num_layers)) << stats.dump();
+  for (const auto& a : q["alphas"]) EXPECT_EQ(a.get<double>(), 0.5);
+  EXPECT_EQ(q["alpha_searched"], false);
+  EXPECT_TRUE(q["calibration"].contains("from_cache")) << q.dump();  // the plan apply() cached
+  nlohmann::json plain;
+  engine_tokens({}, &plain);
+  EXPECT_TRUE(plain["quantization"].is_null());
 }
 
 }  // namespace
