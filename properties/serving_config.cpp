@@ -160,8 +160,11 @@ std::string suggestion_for(const std::string& key) {
   if (contains(kKnownKeys, "option." + l)) return fmt::format("; did you mean option.{}?", l);
   if (l.rfind("option.", 0) == 0 && contains(kKnownKeys, l.substr(7)))
     return fmt::format("; did you mean {}?", l.substr(7));
+  // The distance is at least the difference in length: keys whose lengths differ by more than
+  // 2 are skipped without the O(|l| |k|) table (a long unknown key is then cheap, not quadratic).
   for (const std::string& k : kKnownKeys)
-    if (edit_distance(l, k) <= 2) return fmt::format("; did you mean {}?", k);
+    if (l.size() <= k.size() + 2 && k.size() <= l.size() + 2 && edit_distance(l, k) <= 2)
+      return fmt::format("; did you mean {}?", k);
   return "";
 }
 
