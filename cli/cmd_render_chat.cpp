@@ -1,9 +1,10 @@
 // lmx render-chat (--template FILE | --model DIR) --messages FILE.json [--tools FILE.json]
 //                 [--add-generation-prompt] [--bos-token S] [--eos-token S] [--var NAME=VALUE]...
-//                 [--json]
+//                 [--now YYYY-MM-DDTHH:MM:SS] [--json]
 // Prints the prompt a model's chat template makes of the messages, exactly what the server
 // feeds the tokenizer. A template error exits 1 with its message on one stderr line.
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -21,7 +22,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: lmx render-chat (--template FILE | --model DIR) --messages FILE.json\n"
     "                       [--tools FILE.json] [--documents FILE.json] [--add-generation-prompt]\n"
-    "                       [--bos-token S] [--eos-token S] [--var NAME=VALUE]... [--json]\n"
+    "                       [--bos-token S] [--eos-token S] [--var NAME=VALUE]...\n"
+    "                       [--now YYYY-MM-DDTHH:MM:SS] [--json]\n"
     "\n"
     "Renders chat messages with a Jinja chat template as transformers' apply_chat_template does.\n"
     "\n"
@@ -36,6 +38,8 @@ constexpr const char* kUsage =
     "  --bos-token S, --eos-token S   set bos_token / eos_token\n"
     "  --var NAME=VALUE         a template variable (chat_template_kwargs); VALUE is read as JSON\n"
     "                           when it parses (true, 3, [\"a\"]), else as a string\n"
+    "  --now YYYY-MM-DDTHH:MM:SS  the local time strftime_now() formats (default: now), for\n"
+    "                           reproducible renderings\n"
     "  --json                   print {\"text\": ...} instead of the raw text\n";
 
 std::string read_file(const std::string& path) {
@@ -52,6 +56,28 @@ nlohmann::ordered_json read_json(const std::string& flag, const std::string& pat
   } catch (const nlohmann::ordered_json::exception& e) {
     throw_error("{} {}: {}", flag, path, e.what());
   }
+}
+
+// "YYYY-MM-DDTHH:MM:SS" as the broken-down time strftime formats (weekday and day of the year
+// filled in); an impossible date or time is an error.
+std::tm parse_now(const std::string& s) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, used = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6 ||
+      used != static_cast<int>(s.size()) || y < 1 || mo < 1 || mo > 12 || d < 1 || h > 23 ||
+      mi > 59 || sec > 59 || h < 0 || mi < 0 || sec < 0)
+    throw_error("--now expects YYYY-MM-DDTHH:MM:SS, got '{}'", s);
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec;
+  const std::time_t t = timegm(&tm);  // calendar arithmetic only: no time zone applies
+  std::tm out{};
+  gmtime_r(&t, &out);
+  if (out.tm_mday != d || out.tm_mon != mo - 1) throw_error("--now: no such date '{}'", s);
+  return out;
 }
 
 }  // namespace
@@ -71,7 +97,8 @@ int run_render_chat(int argc, char** argv) {
     } else if (a == "--add-generation-prompt") {
       add_generation_prompt = true;
     } else if (a == "--template" || a == "--model" || a == "--messages" || a == "--tools" ||
-               a == "--documents" || a == "--bos-token" || a == "--eos-token" || a == "--var") {
+               a == "--documents" || a == "--bos-token" || a == "--eos-token" || a == "--var" ||
+               a == "--now") {
       if (i + 1 >= argc) throw_error("{} needs a value", a);
       const std::string v = argv[++i];
       if (a != "--var") {
@@ -108,6 +135,7 @@ int run_render_chat(int argc, char** argv) {
   if (values.count("--eos-token")) options.special_tokens["eos_token"] = values["--eos-token"];
   options.add_generation_prompt = add_generation_prompt;
   options.variables = vars;
+  if (values.count("--now")) options.now = parse_now(values["--now"]);
   const nlohmann::ordered_json messages = read_json("--messages", values["--messages"]);
 
   std::string rendered;

@@ -29,7 +29,7 @@ std::string render_chat(const Template& tmpl, const nlohmann::ordered_json& mess
   vars.set(Value("tools"), from_json(options.tools));
   vars.set(Value("documents"), from_json(options.documents));
   vars.set(Value("add_generation_prompt"), Value(options.add_generation_prompt));
-  return tmpl.render(vars, options.limits);
+  return tmpl.render(vars, options.limits, options.now);
 }
 
 const std::string& ChatTemplates::select(const std::optional<std::string>& name,

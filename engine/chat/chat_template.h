@@ -3,6 +3,7 @@
 // tokens (bos_token, eos_token, ...) and any extra variables (chat_template_kwargs).
 #pragma once
 
+#include <ctime>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@ struct ChatOptions {
   // chat_template_kwargs: extra variables; they win over special tokens of the same name.
   nlohmann::ordered_json variables = nlohmann::ordered_json::object();
   Limits limits;
+  // The local time strftime_now() formats; unset: the clock's (transformers: datetime.now()).
+  std::optional<std::tm> now;
 };
 
 // Throws lmx::Error on a syntax error (with the line) and TemplateError when rendering fails;

@@ -13,8 +13,9 @@ Template::Template(std::string_view source) {
   ast_ = std::move(ast);
 }
 
-std::string Template::render(const Dict& variables, const Limits& limits) const {
-  Interpreter in(limits, default_globals());
+std::string Template::render(const Dict& variables, const Limits& limits,
+                             const std::optional<std::tm>& now) const {
+  Interpreter in(limits, default_globals(now));
   return in.render(*ast_, variables);
 }
 
@@ -55,7 +56,7 @@ Dict kwargs_dict(Interpreter& in, const CallArgs& a) {
 
 }  // namespace
 
-std::map<std::string, Value> default_globals() {
+std::map<std::string, Value> default_globals(const std::optional<std::tm>& now) {
   std::map<std::string, Value> g;
   g["range"] = make_function("range", range);
   g["dict"] = make_function("dict", [](Interpreter& in, const CallArgs& a) {
@@ -85,12 +86,16 @@ std::map<std::string, Value> default_globals() {
     const Value* msg = a.get("message", 0);
     throw TemplateError(msg ? to_str(*msg) : "", true);
   });
-  g["strftime_now"] = make_function("strftime_now", [](Interpreter& in, const CallArgs& a) {
+  g["strftime_now"] = make_function("strftime_now", [now](Interpreter& in, const CallArgs& a) {
     const Value* f = a.get("format", 0);
     if (!f || !f->is_string()) in.fail("strftime_now expects a format string");
-    const std::time_t now = std::time(nullptr);
     std::tm tm{};
-    localtime_r(&now, &tm);
+    if (now) {
+      tm = *now;
+    } else {
+      const std::time_t t = std::time(nullptr);
+      localtime_r(&t, &tm);
+    }
     char buf[1024];
     const size_t n = std::strftime(buf, sizeof buf, f->str().c_str(), &tm);
     return Value(std::string(buf, n));

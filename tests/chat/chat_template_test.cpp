@@ -55,6 +55,26 @@ TEST(RenderChat, KeepsTheKeyOrderOfTheRequest) {
             R"({"type": "function", "function": {"name": "f"}})");
 }
 
+TEST(RenderChat, StrftimeNowFormatsAFixedTimeWhenGivenOne) {
+  // The transformers goldens are rendered with datetime.now() pinned to 2024-07-26 12:00:00;
+  // lmx render-chat --now pins LMX's clock the same way. These are the formats real templates use.
+  ChatOptions o;
+  std::tm now{};
+  now.tm_year = 2024 - 1900;
+  now.tm_mon = 6;
+  now.tm_mday = 26;
+  now.tm_hour = 12;
+  now.tm_wday = 5;
+  now.tm_yday = 207;
+  o.now = now;
+  EXPECT_EQ(render_chat("{{ strftime_now('%Y-%m-%d') }}|{{ strftime_now('%d %b %Y') }}|"
+                        "{{ strftime_now('%B %d, %Y') }}|{{ strftime_now('%A %H:%M:%S %j') }}",
+                        ordered_json::array(), o),
+            "2024-07-26|26 Jul 2024|July 26, 2024|Friday 12:00:00 208");
+  // Without one, the clock's current year.
+  EXPECT_EQ(render_chat("{{ strftime_now('%Y') | length }}", ordered_json::array(), {}), "4");
+}
+
 TEST(RenderChat, RaiseExceptionKeepsTheMessage) {
   try {
     render_chat("{{ raise_exception('Only user and assistant roles are supported!') }}",

@@ -83,9 +83,10 @@ def model_dirs(tokenizer_cache):
     return dirs
 
 
-def run_lmx(lmx, template, case_path, case, tmp):
+def run_lmx(lmx, template, case_path, case, tmp, extra_args=()):
     # template: a .jinja file (--template), or a model directory (--model)
-    cmd = [lmx, "render-chat", "--model" if os.path.isdir(template) else "--template", template, "--json"]
+    cmd = [lmx, "render-chat", "--model" if os.path.isdir(template) else "--template", template, "--json",
+           *extra_args]
     name = os.path.basename(case_path)[:-5]
     for key, flag in (("messages", "--messages"), ("tools", "--tools"), ("documents", "--documents")):
         if key in case:
