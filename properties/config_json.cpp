@@ -62,7 +62,8 @@ std::string why_no_effect(const ServingConfig& c, const std::string& key) {
     return "only used with option.rolling_batch=disable (LMI's dynamic batching)";
   if (key == "option.enable_cuda_graph" && c.device != Device::Cuda) return "device cpu";
   if (key == "chunked_read_timeout")
-    return "not implemented yet (an explicit value is refused at startup)";
+    return "not supported: lmx-server has no timeout for the next chunk of a streamed response "
+           "(an explicit value is refused at startup)";
   return "";
 }
 

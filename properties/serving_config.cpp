@@ -613,12 +613,14 @@ class Resolver {
     int_key("option.model_loading_timeout", cfg_.model_loading_timeout_s, 1);
     int_key("option.max_stream_buffer_bytes", cfg_.max_stream_buffer_bytes, 1);
     int_key("chunked_read_timeout", cfg_.chunked_read_timeout_s, 1);
-    // DJL's timeout for the next chunk of a streamed response: lmx-server does not implement it
-    // yet, so an explicit value is refused rather than ignored (the default is reported as
-    // without effect by lmx config).
+    // DJL's timeout for the next chunk of a streamed response: lmx-server does not implement it,
+    // so an explicit value is refused rather than ignored (the default is reported as without
+    // effect by lmx config).
     if (const RawValue* v = merged_value("chunked_read_timeout");
         v != nullptr && v->source.kind != ValueSource::Kind::Default && !failed("chunked_read_timeout"))
-      unsupported(*v, "the default (no chunk timeout on streamed responses yet)");
+      conflict("chunked_read_timeout", v,
+               "chunked_read_timeout is not supported by LMX: lmx-server has no timeout for the "
+               "next chunk of a streamed response; remove the setting");
   }
 
   void resolve_model() {

@@ -135,7 +135,12 @@ TEST(ServingConfig, SettingsWithoutEffectAreRefusedOrReported) {
     load(dir, {{"SERVING_CHUNKED_READ_TIMEOUT", "5"}});
     ADD_FAILURE() << "chunked_read_timeout was accepted";
   } catch (const lmx::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("chunked_read_timeout=5"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("chunked_read_timeout=5 (from environment variable "
+                        "SERVING_CHUNKED_READ_TIMEOUT): chunked_read_timeout is not supported"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("remove the setting"), std::string::npos) << what;
   }
   const nlohmann::json rolling = to_json(load(dir, {{"SERVING_BATCH_SIZE", "1"}}));
   for (const auto& [key, entry] : rolling["settings"].items())
