@@ -23,6 +23,7 @@
 #if LMX_HAVE_CUDA_BACKEND
 #include "engine/backend/cuda/cuda_backend_factory.h"
 #endif
+#include "engine/core/load_deadline.h"
 #include "engine/core/log.h"
 #include "engine/generate/top_logprobs.h"
 #include "engine/model/model.h"
@@ -151,12 +152,9 @@ class EngineImpl final : public Engine {
         kv_cache_dtype_(backend_->kv_cache_dtype_name()),
         scheduler_(*backend_, scheduler_limits(config)),
         started_(Clock::now()) {
-    // option.model_loading_timeout: a load that took longer fails instead of serving late (the
-    // host sees the error; LMI's worker is given up on at the same point).
-    const double load_s = std::chrono::duration<double>(started_ - load_started_).count();
-    if (load_s > config.model_loading_timeout_s)
-      throw_error("loading the model took {:.0f} s, more than option.model_loading_timeout={} s",
-                  load_s, config.model_loading_timeout_s);
+    // option.model_loading_timeout: a load abandoned by Engine::create stops here at the latest
+    // (before any thread starts), whatever it could not be interrupted in.
+    check_load_deadline();
     lmx::logger().info("engine ready: {} on {} ({}), {}; KV cache {}", model_.desc.architecture,
                        backend_->name(), path().name, path().reason, kv_cache_dtype_);
     delivery_ = std::thread([this] { run_deliveries(); });
@@ -507,7 +505,6 @@ class EngineImpl final : public Engine {
     }
   }
 
-  const Clock::time_point load_started_ = Clock::now();  // first: before anything loads
   properties::ServingConfig config_;
   LoadedModel model_;
   Tokenizer tokenizer_;
@@ -546,14 +543,20 @@ class EngineImpl final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) {
+namespace {
+
+// The replicas of option.max_replicas load side by side (each on its own GPUs); the first
+// failure is the set's. Runs under the load's deadline (replica threads take it too).
+std::unique_ptr<Engine> create_now(const properties::ServingConfig& config) {
   if (config.max_replicas <= 1) return std::make_unique<EngineImpl>(config, 0);
-  // Replicas load side by side (each on its own GPUs); the first failure is the set's.
   std::vector<std::future<std::unique_ptr<Engine>>> loading;
   for (int r = 0; r < config.max_replicas; ++r)
-    loading.push_back(std::async(std::launch::async, [&config, r]() -> std::unique_ptr<Engine> {
-      return std::make_unique<EngineImpl>(config, r);
-    }));
+    loading.push_back(std::async(std::launch::async,
+                                 [&config, r, deadline = current_load_deadline()]
+                                 () -> std::unique_ptr<Engine> {
+                                   LoadDeadlineScope scope(deadline);
+                                   return std::make_unique<EngineImpl>(config, r);
+                                 }));
   std::vector<std::unique_ptr<Engine>> replicas;
   std::exception_ptr error;
   for (auto& f : loading) {
@@ -567,6 +570,26 @@ std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) 
   lmx::logger().info("{} replicas of the model, each on tensor_parallel_degree {}", replicas.size(),
                      config.tensor_parallel_degree);
   return make_replicated_engine(std::move(replicas));
+}
+
+}  // namespace
+
+// option.model_loading_timeout: a load that runs past it fails at the deadline with an error
+// naming the setting, instead of hanging or serving late (engine/core/load_deadline.h).
+std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) {
+  const std::string key = "option.model_loading_timeout";
+  const int timeout_s = config.model_loading_timeout_s;
+  const auto source = config.sources.find(key);
+  const std::string from =
+      source == config.sources.end() || source->second.kind == properties::ValueSource::Kind::Default
+          ? "the default"
+          : "from " + source->second.describe();
+  auto deadline = std::make_shared<LoadDeadline>(
+      Clock::now() + std::chrono::seconds(timeout_s),
+      fmt::format("the model in {} did not load within {}={} s ({}); the load was abandoned "
+                  "(raise {} for a model that needs longer)",
+                  config.model_path.string(), key, timeout_s, from, key));
+  return run_with_load_deadline<Engine>(deadline, [config] { return create_now(config); });
 }
 
 }  // namespace lmx

@@ -1,6 +1,7 @@
 #include "engine/model/model.h"
 
 #include "engine/core/error.h"
+#include "engine/core/load_deadline.h"
 #include "engine/core/log.h"
 #include "engine/model/quantization.h"
 
@@ -23,7 +24,9 @@ LoadedModel load_model(const std::filesystem::path& model_dir, const LinearQuant
     lmx::logger().warn("{}: random weights (seed {}) for benchmarks, no checkpoint read",
                        model_dir.string(), *m.random_seed);
   } else {
+    check_load_deadline();
     m.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(model_dir));
+    check_load_deadline();
     m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc));
   }
   if (quant.quantized()) request_quantization(m.weights, quant);

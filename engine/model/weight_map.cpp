@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/error.h"
+#include "engine/core/load_deadline.h"
 
 namespace lmx {
 namespace {
@@ -234,6 +235,7 @@ void require_finite(const TensorView& part, const float* values, int64_t n, int6
 }  // namespace
 
 void materialize_f32(const WeightRef& ref, float* dst) {
+  check_load_deadline();  // option.model_loading_timeout: an abandoned load stops at a tensor
   const int64_t rows = ref.shape[0], cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
   // Where each part's rows start in the concatenation, and the stored row length.
   std::vector<std::pair<int64_t, int64_t>> col_ranges = ref.col_ranges;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/load_deadline.h"
 #include "engine/core/log.h"
 #include "engine/parallel/mpi_communicator.h"
 #include "engine/parallel/rank_step.h"
@@ -101,8 +102,14 @@ std::unique_ptr<Backend> make_thread_group(int degree, const MakeRank& make_rank
   for (int r = 1; r < degree; ++r) {
     // make_rank and errors are used only before the ranks agree that all of them built, which
     // the leader waits for below.
-    followers.emplace_back([comm = comms[size_t(r)].get(), error = &errors[size_t(r)], &make_rank] {
-      std::unique_ptr<Backend> backend = build_rank(*comm, make_rank, *error);
+    // A rank builds under the load deadline of the thread that starts the group (if any).
+    followers.emplace_back([comm = comms[size_t(r)].get(), error = &errors[size_t(r)], &make_rank,
+                            deadline = current_load_deadline()] {
+      std::unique_ptr<Backend> backend;
+      {
+        LoadDeadlineScope scope(deadline);
+        backend = build_rank(*comm, make_rank, *error);
+      }
       if (backend) run_steps(*comm, *backend);
     });
   }

@@ -1,9 +1,13 @@
 """A client that disconnects mid-stream cancels its generation; SIGTERM drains in-flight
-requests (they finish completely) and the server exits 0."""
+requests (they finish completely) and the server exits 0; a load that hangs past
+option.model_loading_timeout fails at the deadline."""
 import http.client
 import json
+import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 
@@ -25,9 +29,51 @@ def stream_request(tokens):
             f"Content-Length: {len(body)}\r\n\r\n{body}").encode()
 
 
+def hung_load(c, a):
+    """The model's weights are a named pipe: opening it blocks, as a read from a hung network file
+    system does. With option.model_loading_timeout=1 the load fails after 1 s, naming the key."""
+    tmp = tempfile.mkdtemp(prefix="lmx_hung_load_")
+    try:
+        for name in os.listdir(a.model_dir):
+            if name != "model.safetensors":
+                shutil.copy(os.path.join(a.model_dir, name), tmp)
+        pipe = os.path.join(tmp, "model.safetensors")
+        os.mkfifo(pipe)
+        with open(os.path.join(tmp, "serving.properties"), "w") as f:
+            f.write("option.model_loading_timeout=1\n")
+        s = Server(a.server, a.plugin, tmp)
+        started, st, body = time.time(), 0, {}
+        while time.time() < started + 10:
+            try:
+                st, _, raw = http_call("GET", s.url + "/ping", timeout=2)
+                body = json.loads(raw)
+                if body.get("state") == "failed":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        elapsed = time.time() - started
+        c.check(st == 503 and body.get("state") == "failed" and
+                "option.model_loading_timeout=1 s (from line 1 of " in body.get("error", ""),
+                f"hung load: /ping {st} {body} after {elapsed:.1f} s")
+        c.check(elapsed < 6, f"hung load failed at the deadline, not {elapsed:.1f} s later")
+        # Let the blocked open() return (the abandoned load then ends) and stop the server.
+        for _ in range(500):
+            try:
+                os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+                break
+            except OSError:
+                time.sleep(0.01)
+        s.stop()
+        c.check("option.model_loading_timeout=1" in s.logs(), "the log names the timeout")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     a = args_from_argv()
     c = Checks("e2e_lifecycle")
+    hung_load(c, a)
     with Server(a.server, a.plugin, a.model_dir) as s:
         # 1. Disconnect after the first streamed token, several times: a disconnect can land
         #    while a chunk is being written (that once corrupted the server's heap).
