@@ -34,12 +34,6 @@ constexpr auto kLinger = std::chrono::seconds(2);
 // How often a half-closed client is checked for having gone entirely.
 constexpr auto kPeerCheck = std::chrono::milliseconds(50);
 
-bool client_gone(const beast::error_code& ec) {
-  return ec == http::error::end_of_stream || ec == net::error::eof ||
-         ec == net::error::connection_reset || ec == beast::error::timeout ||
-         ec == net::error::operation_aborted || ec == net::error::bad_descriptor;
-}
-
 template <typename Header>
 std::string serialize(const Header& h) {
   std::ostringstream os;
@@ -56,7 +50,11 @@ std::string chunk(const std::string& bytes) {
 }  // namespace
 
 HttpSession::HttpSession(tcp::socket socket, ServerContext& ctx)
-    : stream_(std::move(socket)), ctx_(ctx), peer_check_(stream_.get_executor()) {
+    : stream_(std::move(socket)),
+      ctx_(ctx),
+      limits_{.body = ctx.options.max_body_bytes},
+      buffer_(limits_.buffer),
+      peer_check_(stream_.get_executor()) {
   ctx_.metrics.open_connections().fetch_add(1);
 }
 
@@ -67,19 +65,10 @@ void HttpSession::run() {
 }
 
 void HttpSession::read_header() {
-  parser_.emplace();
-  parser_->body_limit(ctx_.options.max_body_bytes);
-  parser_->header_limit(kHeaderLimit);
-  chunk_extension_bytes_ = 0;
-  // Extensions are parsed and dropped; their total is bounded like every other part.
-  on_chunk_header_ = [this](std::uint64_t, beast::string_view extensions, beast::error_code& ec) {
-    chunk_extension_bytes_ += extensions.size();
-    if (chunk_extension_bytes_ > kChunkExtensionLimit) ec = http::error::bad_chunk_extension;
-  };
-  parser_->on_chunk_header(on_chunk_header_);
+  reader_.emplace(limits_);
   stream_.expires_after(std::chrono::seconds(ctx_.options.read_timeout_s));
   http::async_read_header(
-      stream_, buffer_, *parser_,
+      stream_, buffer_, reader_->parser(),
       [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
 }
 
@@ -91,25 +80,22 @@ void HttpSession::on_header(beast::error_code ec) {
   }
   begin_request();
   if (ec) return refuse_read_error(ec);
-  const auto& h = parser_->get();
+  const auto& h = reader_->parser().get();
   version_ = h.version();
   head_ = h.method() == http::verb::head;
-  if (auto refusal = check_framing(h)) {
+  bool send_continue = false;
+  if (auto refusal = reader_->check_header(send_continue)) {
     return refuse_unread(refusal->status, refusal->message, refusal->field);
   }
-  std::optional<Refusal> refusal;
-  bool continue_expected = expects_continue(h, refusal);
-  if (refusal) return refuse_unread(refusal->status, refusal->message, refusal->field);
-  // (A Content-Length over the body limit was refused with the header: no 100 for it.)
-  if (continue_expected && !parser_->is_done()) return queue(Out{kContinue, After::ReadBody});
+  if (send_continue) return queue(Out{kContinue, After::ReadBody});
   read_body();
 }
 
 void HttpSession::read_body() {
-  if (parser_->is_done()) return on_body({});
+  if (reader_->parser().is_done()) return on_body({});
   stream_.expires_after(std::chrono::seconds(ctx_.options.read_timeout_s));
   http::async_read(
-      stream_, buffer_, *parser_,
+      stream_, buffer_, reader_->parser(),
       [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
 }
 
@@ -123,7 +109,7 @@ void HttpSession::on_body(beast::error_code ec) {
     return;
   }
   if (ec) return refuse_read_error(ec);
-  request_.emplace(parser_->release());
+  request_.emplace(reader_->parser().release());
   dispatch();
 }
 
@@ -144,31 +130,8 @@ void HttpSession::begin_request() {
 
 // The answer to a request that broke a limit or the syntax while it was read.
 void HttpSession::refuse_read_error(beast::error_code ec) {
-  if (ec == http::error::body_limit) {
-    return refuse_unread(
-        413, "request body exceeds " + std::to_string(ctx_.options.max_body_bytes) + " bytes",
-        "body");
-  }
-  if (!parser_->is_header_done() &&
-      (ec == http::error::header_limit || ec == http::error::buffer_overflow)) {
-    return refuse_unread(431, "request header exceeds " + std::to_string(kHeaderLimit) + " bytes",
-                         "header");
-  }
-  if (ec == http::error::buffer_overflow) {
-    return refuse_unread(
-        400, "a chunk-size line or the trailer exceeds " + std::to_string(kBufferLimit) + " bytes",
-        "body");
-  }
-  if (ec == http::error::bad_chunk_extension && chunk_extension_bytes_ > kChunkExtensionLimit) {
-    return refuse_unread(
-        400, "chunk extensions exceed " + std::to_string(kChunkExtensionLimit) + " bytes", "body");
-  }
-  if (ec == http::error::bad_transfer_encoding || ec == http::error::bad_content_length) {
-    return refuse_unread(400, "conflicting or invalid Transfer-Encoding / Content-Length",
-                         "Transfer-Encoding");
-  }
-  refuse_unread(400, "malformed HTTP request: " + ec.message(),
-                parser_->is_header_done() ? "body" : "header");
+  const Refusal refusal = reader_->refusal_for(ec);
+  refuse_unread(refusal.status, refusal.message, refusal.field);
 }
 
 // An answer before (or instead of) reading the rest of the request: the connection cannot be

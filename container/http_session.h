@@ -2,9 +2,8 @@
 // trust, answers Expect: 100-continue, reads the body within the limits, hands the request to
 // the router and writes one whole response or a chunked stream. Runs on its own strand.
 //
-// Every part of a request is bounded: the header (kHeaderLimit), the body (max_body_bytes), the
-// bytes buffered at once (a chunk-size line with its extensions, the trailer: kBufferLimit),
-// chunk extensions in all (kChunkExtensionLimit), and the time to send the request
+// Every part of a request is bounded (http_framing.h: the header, the body (max_body_bytes), the
+// bytes buffered at once, chunk extensions in all), and so is the time to send the request
 // (read_timeout_s); each write must finish within write_timeout_s.
 #pragma once
 
@@ -22,15 +21,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "container/http_framing.h"
 #include "container/server_context.h"
 
 namespace lmx::server {
 
 using Request = boost::beast::http::request<boost::beast::http::string_body>;
-
-inline constexpr std::size_t kHeaderLimit = 64 * 1024;
-inline constexpr std::size_t kBufferLimit = kHeaderLimit + 8 * 1024;
-inline constexpr std::size_t kChunkExtensionLimit = 64 * 1024;
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
@@ -91,12 +87,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   boost::beast::tcp_stream stream_;
   ServerContext& ctx_;
-  boost::beast::flat_buffer buffer_{kBufferLimit};
-  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
-  std::size_t chunk_extension_bytes_ = 0;
-  // The parser keeps a reference to its chunk-header callback: it lives here.
-  std::function<void(std::uint64_t, boost::beast::string_view, boost::beast::error_code&)>
-      on_chunk_header_;
+  FramingLimits limits_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<RequestReader> reader_;  // the request being read
   std::optional<Request> request_;
   std::string path_;
   std::string endpoint_;

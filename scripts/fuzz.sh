@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(properties environment safetensors model_config tokenizer_json tokenizer_text chat_template
-         lmi_request openai_request)
+         lmi_request openai_request http_request)
 
 if [[ ${1:-} == --list ]]; then
   printf '%s\n' "${targets[@]}"
