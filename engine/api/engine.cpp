@@ -541,10 +541,6 @@ class EngineImpl final : public Engine {
   std::optional<Clock::time_point> last_step_end_;  // trace_step, worker thread only
 };
 
-}  // namespace
-
-namespace {
-
 // The replicas of option.max_replicas load side by side (each on its own GPUs); the first
 // failure is the set's. Runs under the load's deadline (replica threads take it too).
 std::unique_ptr<Engine> create_now(const properties::ServingConfig& config) {

@@ -99,7 +99,8 @@ using UpdateCallback = std::function<void(const RequestUpdate&)>;
 class Engine {
  public:
   // Loads the model named by the configuration and starts the worker. Throws lmx::Error when the
-  // model or the configuration cannot be served.
+  // model or the configuration cannot be served, and LoadTimeoutError (an lmx::Error) as soon as
+  // the load runs past option.model_loading_timeout (engine/core/load_deadline.h).
   static std::unique_ptr<Engine> create(const properties::ServingConfig& config);
   virtual ~Engine() = default;
 
