@@ -107,29 +107,9 @@ std::vector<int8_t> random_int8(size_t n, std::mt19937& rng) {
   return v;
 }
 
-TEST(Int8GemmCuda, SumsEqualTheReferenceExactly) {
-  LMX_REQUIRE_GPU();
-  std::mt19937 rng(23);
-  Dev<char> workspace(32u << 20);
-  kc::Int8Gemm gemm(workspace.p, 32u << 20);
-  // (N, K): odd N, the smallest K, a K that is no multiple of 8, Llama-2-7B's down projection.
-  for (auto [N, K] : {std::pair{7, 4}, {67, 68}, {1000, 512}, {129, 11008}}) {
-    for (int M : {1, 5, 16, 17, 33, 300}) {
-      const auto a = random_int8(size_t(M) * K, rng), b = random_int8(size_t(N) * K, rng);
-      std::vector<int32_t> ref(size_t(M) * N);
-      quant::cpu::int8_gemm(a.data(), b.data(), ref.data(), M, N, K);
-      Dev<int8_t> da(a.size()), db(b.size());
-      Dev<int32_t> dacc(ref.size());
-      da.upload(a);
-      db.upload(b);
-      gemm.run(da.p, db.p, dacc.p, M, N, K, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_EQ(dacc.download(), ref) << M << "x" << N << "x" << K;
-    }
-  }
-  // Saturated operands: every product -127 * 127, sums of -66 million, exact.
-  const int M = 3, N = 5, K = 4096;
-  std::vector<int8_t> a(size_t(M) * K, 127), b(size_t(N) * K, -127);
+// Int8Gemm's sums of a [M, K] · b [N, K]^T equal quant::cpu::int8_gemm's exactly.
+void expect_exact_sums(kc::Int8Gemm& gemm, const std::vector<int8_t>& a,
+                       const std::vector<int8_t>& b, int M, int N, int K) {
   std::vector<int32_t> ref(size_t(M) * N);
   quant::cpu::int8_gemm(a.data(), b.data(), ref.data(), M, N, K);
   Dev<int8_t> da(a.size()), db(b.size());
@@ -138,7 +118,25 @@ TEST(Int8GemmCuda, SumsEqualTheReferenceExactly) {
   db.upload(b);
   gemm.run(da.p, db.p, dacc.p, M, N, K, nullptr);
   LMX_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(dacc.download(), ref);
+  EXPECT_EQ(dacc.download(), ref) << M << "x" << N << "x" << K;
+}
+
+TEST(Int8GemmCuda, SumsEqualTheReferenceExactly) {
+  LMX_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  Dev<char> workspace(32u << 20);
+  kc::Int8Gemm gemm(workspace.p, 32u << 20);
+  // (N, K): odd N, the smallest K, a K that is no multiple of 8, Llama-2-7B's down projection.
+  for (auto [N, K] : {std::pair{7, 4}, {67, 68}, {1000, 512}, {129, 11008}}) {
+    for (int M : {1, 5, 16, 17, 33, 300}) {
+      expect_exact_sums(gemm, random_int8(size_t(M) * K, rng), random_int8(size_t(N) * K, rng),
+                        M, N, K);
+    }
+  }
+  // Saturated operands: every product -127 * 127, sums of -66 million, exact.
+  const int M = 3, N = 5, K = 4096;
+  expect_exact_sums(gemm, std::vector<int8_t>(size_t(M) * K, 127),
+                    std::vector<int8_t>(size_t(N) * K, -127), M, N, K);
 }
 
 TEST(Int8GemmCuda, TunedChoiceKeepsTheSums) {
