@@ -67,6 +67,13 @@ void linear_f32_out(GemmContext& ctx, const T* x, const LinearWeights<T>& w, flo
 // of the shape (e.g. every layer's LinearWeights::weight): the timing rotates over them so that it
 // reads HBM as a step does, not L2. x and y are scratch of M x K and M x N (overwritten).
 // Synchronizes the stream: call it outside graph capture.
+// What timing the algorithms of a GEMM with its own tuning found (Int8Gemm, Fp8Gemm: one row
+// bucket's first call).
+struct GemmTiming {
+  double heuristic_us = 0, best_us = 0;  // a call: cuBLASLt's first proposal, the one kept
+  int candidates = 0;
+};
+
 struct LinearTuning {
   double default_us = 0, best_us = 0;  // a call: cuBLAS's default, the algorithm kept
   int candidates = 0;                   // cuBLASLt algorithms timed
@@ -83,10 +90,11 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
 // graph-capturable (the first call in a process queries the SM count and occupancy once and caches
 // them). 8 rows is the tensor-core tile's width, not a tuning choice. Design: kernels/cuda/gemv.cu;
 // speed against cuBLAS: bench/kernels/gemv_bench.cu.
-// int8 weights (LinearWeights::int8(), dynamic_int8): the same launchers read the int8 values and
-// scale each output row by its q_scale (K % 16 == 0); the bytes streamed halve.
+// One-byte weights (LinearWeights::quantized(): dynamic_int8's and smoothquant's int8 values, or
+// fp8's E4M3 codes) with 16-bit activations: the same launchers read the bytes and scale each
+// output row by its q_scale (K % 16 == 0); the bytes streamed halve.
 constexpr int kSkinnyMaxRows = 8;
-bool skinny_supported(int M, int K, bool int8_weights = false);
+bool skinny_supported(int M, int K, bool byte_weights = false);
 // y [M, N] = x [M, K] · w.weight^T; like linear, no bias (w.bias must be null).
 template <typename T>
 void skinny_linear(const T* x, const LinearWeights<T>& w, T* y, int M, cudaStream_t stream);

@@ -2,7 +2,9 @@
 //   y[M, out] = x[M, in] · W^T (+ bias).
 // W is `weight` ([out, in] row-major, nn.Linear's layout, in the compute type T), or, for a
 // dynamic_int8 projection (quant/int8.h, per output channel), the int8 values `q` [out, in] with
-// one fp32 scale a row `q_scale` [out]: W[o, k] = q[o, k] * q_scale[o]. bias: [out] or null. Host
+// one fp32 scale a row `q_scale` [out]: W[o, k] = q[o, k] * q_scale[o]; for an fp8 projection
+// (quant/fp8.h) `q` holds E4M3 codes instead (`e4m3`): W[o, k] = e4m3(q[o, k]) * q_scale[o].
+// bias: [out] or null. Host
 // memory for the CPU kernels, device memory for the CUDA ones. The model-level Linear
 // (engine/model/linear.h) hands its kernels this view.
 #pragma once
@@ -18,8 +20,11 @@ struct LinearWeights {
   int out = 0, in = 0;
   const int8_t* q = nullptr;       // int8 weights [out, in] (weight is then null)
   const float* q_scale = nullptr;  // [out]
-  bool int8() const { return q != nullptr; }
-  LinearWeights without_bias() const { return {weight, nullptr, out, in, q, q_scale}; }
+  bool e4m3 = false;               // q holds E4M3 codes (bytes), not int8 values
+  bool quantized() const { return q != nullptr; }  // one byte an element with row scales, not T
+  bool int8() const { return q != nullptr && !e4m3; }
+  bool fp8() const { return q != nullptr && e4m3; }
+  LinearWeights without_bias() const { return {weight, nullptr, out, in, q, q_scale, e4m3}; }
 };
 
 }  // namespace lmx::kernels

@@ -1,5 +1,5 @@
-// Int8 rows on the GPU (the format of quant/int8.h, per output channel), for dynamic_int8's and
-// smoothquant's weights as they are loaded and for smoothquant's per-token activations:
+// Int8 rows (quant/int8.h's format, per output channel) and FP8 E4M3 rows (quant/fp8.h's) on the
+// GPU, for quantized weights as they are loaded and for per-token activations:
 //   quantize_rows_int8:   w [rows, cols] T (times col_scale [cols] fp32 when not null) -> q [rows,
 //                         cols] int8, scale [rows] fp32, exactly as quant::cpu::quantize_int8 with
 //                         group = cols (weights) and quant::cpu::quantize_rows_int8 (activations,
@@ -7,6 +7,12 @@
 //                         max |v| / 127 in fp32, v / scale rounded half to even, clamped to 127.
 //                         SmoothQuant's weight W diag(s) is quantized with col_scale = s.
 //   dequantize_rows_int8: out [rows, cols] T = T(q[r, c] * scale[r])  (one rounding)
+//   quantize_rows_e4m3:   x [rows, cols] T -> codes [rows, codes_ld] E4M3, scale [rows] fp32, bit
+//                         for bit as quant::cpu::quantize_rows_e4m3 (quant/fp8.h) from the same
+//                         values: max |x| / 448 in fp32, x / scale in fp32, cvt.rn.satfinite to
+//                         E4M3 (0 for an all-zero row); codes cols..codes_ld-1 of each row are
+//                         zeros (the FP8 GEMM's K padded to 16: kernels/fp8_linear.h).
+//                         option.quantize=fp8's weights at load and activations per token.
 // T = float, __half or __nv_bfloat16; device memory; no allocation, no synchronization.
 #pragma once
 
@@ -22,5 +28,8 @@ void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* sc
 template <typename T>
 void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows, int cols,
                           cudaStream_t stream);
+template <typename T>
+void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols,
+                        int codes_ld, cudaStream_t stream);
 
 }  // namespace lmx::kernels::cuda

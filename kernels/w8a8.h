@@ -16,21 +16,20 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/gemm.h"
 #include "kernels/stream.h"
 
 namespace lmx::kernels::cuda {
+
+class BucketTunedGemm;  // kernels/cuda/bucket_tuned_gemm.cuh
 
 template <typename T>
 void w8a8_scale_epilogue(const int32_t* acc, const float* row_scale, const float* col_scale,
                          T* y, int M, int N, cudaStream_t stream);
 
-// The int8 x int8 -> int32 GEMM. Hopper has no good default among cuBLASLt's int8 algorithms (a
-// single heuristic pick ran at ~1.0x the fp16 rate, the fastest of those proposed at 1.4-2.2x:
-// ../shared/notes/hopper-gemm.md), so the first call of a shape outside graph capture times every
-// algorithm the heuristic proposes and keeps the fastest. Shapes share a choice by row bucket
-// (M rounded up to a power of two), so prefill chunks of every length do not each pay the timing.
-// Operands: xq [M, K], wq [N, K], acc [M, N] row-major, each 256-byte aligned (as cudaMalloc gives:
-// the alignment cuBLASLt's proposals assume), K % 4 == 0.
+// The int8 x int8 -> int32 GEMM (cuBLASLt IMMA), its algorithm chosen by timing per row bucket
+// (kernels/cuda/bucket_tuned_gemm.cuh). Operands: xq [M, K], wq [N, K], acc [M, N] row-major, each
+// 256-byte aligned (as cudaMalloc gives), K % 4 == 0.
 class Int8Gemm {
  public:
   // `workspace` (device, `workspace_bytes`) may be shared with other GEMMs of the same stream.
@@ -42,21 +41,15 @@ class Int8Gemm {
   void run(const int8_t* xq, const int8_t* wq, int32_t* acc, int M, int N, int K,
            cudaStream_t stream);
 
-  // What the timing of one row bucket found (the fastest is then used by run).
-  struct Tuning {
-    double heuristic_us = 0, best_us = 0;  // a call: cuBLASLt's first proposal, the one kept
-    int candidates = 0;
-  };
   // Times the candidates for (bucket(M), N, K) now, on xq / wq / acc (overwritten), and keeps the
   // fastest. Synchronizes `stream`: not during graph capture.
-  Tuning tune(const int8_t* xq, const int8_t* wq, int32_t* acc, int M, int N, int K,
-              cudaStream_t stream);
+  GemmTiming tune(const int8_t* xq, const int8_t* wq, int32_t* acc, int M, int N, int K,
+                  cudaStream_t stream);
 
   static bool supported(int K) { return K > 0 && K % 4 == 0; }
 
  private:
-  struct Plans;
-  std::unique_ptr<Plans> plans_;
+  std::unique_ptr<BucketTunedGemm> gemm_;
 };
 
 }  // namespace lmx::kernels::cuda

@@ -4,7 +4,10 @@
 //          default or the fastest cuBLASLt proposal): what an fp16 prefill runs;
 //   int8   acc = xq · wq^T through kernels::cuda::Int8Gemm after its tuning (every proposal timed);
 //   W8A8   the whole projection as the backend runs it: quantize_rows_int8 of the fp16 x, the int8
-//          GEMM, w8a8_scale_epilogue back to fp16.
+//          GEMM, w8a8_scale_epilogue back to fp16;
+//   fp8    y = (ws xs) · xq8 · wq8^T through kernels::cuda::Fp8Gemm<__half> after its tuning (E4M3
+//          codes of the same random weights, both scales in cuBLASLt's epilogue), and the whole
+//          fp8 projection: quantize_rows_e4m3 of the fp16 x, then that GEMM (option.quantize=fp8).
 // Rates: 2 M N K / time (TFLOP/s; int8: TOPS) and the ratio to fp16. Operands are random values
 // (constants draw less power and run faster). Times: CUDA events around 20 calls after a warm-up.
 // --probe: which fused-scale forms cuBLASLt offers on this GPU (the int32 output costs an extra
@@ -28,6 +31,7 @@
 #include "bench/kernels/cuda_check.h"
 #include "bench/kernels/fill_uniform.cuh"
 #include "kernels/cuda/call_timing.cuh"
+#include "kernels/fp8_linear.h"
 #include "kernels/gemm.h"
 #include "kernels/quantize.h"
 #include "kernels/w8a8.h"
@@ -57,7 +61,7 @@ double time_us(Call&& call, cudaStream_t stream) {
 }
 
 void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::Int8Gemm& int8,
-               cudaStream_t stream) {
+               k::Fp8Gemm<__half>& fp8, cudaStream_t stream) {
   using lmx::bench::alloc_random;
   const size_t wn = size_t(s.N) * s.K, xn = size_t(M) * s.K, yn = size_t(M) * s.N;
   __half* w = alloc_random<__half>(wn, 11u + s.N, stream, 0.05f);
@@ -78,13 +82,28 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::Int8Gemm& int8,
       k::tune_linear<__half, __half>(ctx, ws_list, 1, x, y, M, s.N, s.K, stream);
   const lmx::kernels::LinearWeights<__half> lw{w, nullptr, s.N, s.K};
   const double fp16_us = time_us([&] { k::linear<__half>(ctx, x, lw, y, M, stream); }, stream);
-  const k::Int8Gemm::Tuning t = int8.tune(xq, wq, acc, M, s.N, s.K, stream);
+  const k::GemmTiming t = int8.tune(xq, wq, acc, M, s.N, s.K, stream);
   const double int8_us = time_us([&] { int8.run(xq, wq, acc, M, s.N, s.K, stream); }, stream);
   const double w8a8_us = time_us(
       [&] {
         k::quantize_rows_int8<__half>(x, nullptr, xq, xs, M, s.K, stream);
         int8.run(xq, wq, acc, M, s.N, s.K, stream);
         k::w8a8_scale_epilogue<__half>(acc, xs, ws, y, M, s.N, stream);
+      },
+      stream);
+  uint8_t *wq8 = nullptr, *xq8 = nullptr;
+  float* ws8 = nullptr;
+  CHECK(cudaMalloc(&wq8, wn));
+  CHECK(cudaMalloc(&xq8, xn));
+  CHECK(cudaMalloc(&ws8, size_t(s.N) * sizeof(float)));
+  k::quantize_rows_e4m3<__half>(w, wq8, ws8, s.N, s.K, s.K, stream);
+  k::quantize_rows_e4m3<__half>(x, xq8, xs, M, s.K, s.K, stream);
+  const k::GemmTiming t8 = fp8.tune(xq8, xs, wq8, ws8, y, M, s.N, s.K, stream);
+  const double fp8_us = time_us([&] { fp8.run(xq8, xs, wq8, ws8, y, M, s.N, s.K, stream); }, stream);
+  const double fp8_linear_us = time_us(
+      [&] {
+        k::quantize_rows_e4m3<__half>(x, xq8, xs, M, s.K, s.K, stream);
+        fp8.run(xq8, xs, wq8, ws8, y, M, s.N, s.K, stream);
       },
       stream);
   const double flop = 2.0 * M * s.N * s.K;
@@ -94,7 +113,13 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::Int8Gemm& int8,
       s.name, M, s.N, s.K, fp16_us, flop / (fp16_us * 1e6),
       fp16_tuning.lt ? "cuBLASLt" : "default", int8_us, flop / (int8_us * 1e6), fp16_us / int8_us,
       t.heuristic_us, t.candidates, w8a8_us, fp16_us / w8a8_us);
+  std::printf(
+      "%-8s %5d %5dx%-5d | fp8 %7.1f us %6.0f TFLOP/s %.2fx (heuristic's first %.1f us, %d tried) "
+      "| fp8 linear %7.1f us %.2fx\n",
+      s.name, M, s.N, s.K, fp8_us, flop / (fp8_us * 1e6), fp16_us / fp8_us, t8.heuristic_us,
+      t8.candidates, fp8_linear_us, fp16_us / fp8_linear_us);
   std::fflush(stdout);
+  cudaFree(wq8), cudaFree(xq8), cudaFree(ws8);
   cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(wq), cudaFree(xq), cudaFree(ws), cudaFree(xs);
   cudaFree(acc);
 }
@@ -248,9 +273,10 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamCreate(&stream));
   k::GemmContext ctx;
   k::Int8Gemm int8(ctx.workspace(), ctx.workspace_bytes());
+  k::Fp8Gemm<__half> fp8(ctx.workspace(), ctx.workspace_bytes());
   if (probing) probe(ctx, stream);
   for (int M : rows)
-    for (const Shape& s : kShapes) run_shape(s, M, ctx, int8, stream);
+    for (const Shape& s : kShapes) run_shape(s, M, ctx, int8, fp8, stream);
   CHECK(cudaStreamDestroy(stream));
   return 0;
 }

@@ -10,8 +10,10 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "kernels/cuda/call_timing.cuh"
+#include "kernels/cuda/lt_plan.cuh"
 #include "kernels/gemm.h"
 
 namespace lmx::kernels::cuda {
@@ -19,50 +21,43 @@ namespace lmx::kernels::cuda {
 // The cuBLASLt plans tune_linear kept, by shape: descriptors made once, reused by every call.
 struct GemmContext::Tuned {
   struct Plan {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+    LtPlan shape;  // the TN descriptors (kernels/cuda/lt_plan.cuh)
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int, int>;  // M, N, K, input type, output type
   cublasLtHandle_t lt = nullptr;
   std::map<Key, Plan> plans;
 
-  static void destroy(Plan& p) {
-    if (p.op) cublasLtMatmulDescDestroy(p.op);
-    if (p.w) cublasLtMatrixLayoutDestroy(p.w);
-    if (p.x) cublasLtMatrixLayoutDestroy(p.x);
-    if (p.y) cublasLtMatrixLayoutDestroy(p.y);
-    p = Plan{};
-  }
   ~Tuned() {
-    for (auto& [key, plan] : plans) destroy(plan);
+    plans.clear();  // their descriptors before the handle
     if (lt) cublasLtDestroy(lt);
   }
   const Plan* find(const Key& key) const {
     const auto it = plans.find(key);
     return it == plans.end() ? nullptr : &it->second;
   }
-  // y = x · w^T through `plan`'s descriptors with `algo` (gemm's product, see there).
-  cublasStatus_t run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const void* x,
+  // y = x · w^T through `shape`'s descriptors with `algo` (gemm's product, see there).
+  cublasStatus_t run(const LtPlan& shape, const cublasLtMatmulAlgo_t& algo, const void* x,
                      const void* w, void* y, const GemmContext& ctx, cudaStream_t stream) const {
     const float alpha = 1.0f, beta = 0.0f;
-    return cublasLtMatmul(lt, plan.op, &alpha, w, plan.w, x, plan.x, &beta, y, plan.y, y, plan.y,
-                          &algo, ctx.workspace(), ctx.workspace_bytes(), stream);
+    return cublasLtMatmul(lt, shape.op, &alpha, w, shape.w, x, shape.x, &beta, y, shape.y, y,
+                          shape.y, &algo, ctx.workspace(), ctx.workspace_bytes(), stream);
   }
 };
 
 namespace {
 
 // linear and linear_f32_out add no bias (fused elementwise ops do): refuse one, never drop it.
-// ... and take weights in T: int8 ones are refused, never read as T.
+// ... and take weights in T: int8 and fp8 ones are refused, never read as T.
 template <typename T>
 void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
   if (w.bias)
     throw std::invalid_argument(std::string(launcher) +
                                 ": adds no bias (pass w.without_bias() and add it in a fused op)");
-  if (w.int8())
+  if (w.quantized())
     throw std::invalid_argument(std::string(launcher) +
-                                ": takes weights in T (dequantize int8 ones first: kernels/quantize.h)");
+                                ": takes weights in T (dequantize int8 ones first: kernels/quantize.h; "
+                                "fp8 ones run Fp8Gemm: kernels/fp8_linear.h)");
 }
 
 void check(cublasStatus_t s, const char* what) {
@@ -99,7 +94,7 @@ void gemm(GemmContext& ctx, const T* x, const T* w, void* y, cudaDataType_t y_ty
                         255u) == 0;
   const auto* p = aligned ? tuned.find({M, N, K, int(cuda_type<T>()), int(y_type)}) : nullptr;
   if (p) {
-    check(tuned.run(*p, p->algo, x, w, y, ctx, stream), "LtMatmul");
+    check(tuned.run(p->shape, p->algo, x, w, y, ctx, stream), "LtMatmul");
     return;
   }
   const float alpha = 1.0f, beta = 0.0f;
@@ -156,10 +151,7 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
   constexpr cudaDataType_t in = cuda_type<T>(), out = cuda_type<Out>();
   GemmContext::Tuned& tuned = ctx.tuned();
   const GemmContext::Tuned::Key key{M, N, K, int(in), int(out)};
-  if (auto it = tuned.plans.find(key); it != tuned.plans.end()) {  // re-tune from the default
-    GemmContext::Tuned::destroy(it->second);
-    tuned.plans.erase(it);
-  }
+  tuned.plans.erase(key);  // re-tune from the default
   LinearTuning result;
   const int rounds = std::max(1, 48 / count);  // >= 48 calls (o_proj: ~0.7 ms)
   result.default_us = detail::mean_call_us(
@@ -170,36 +162,16 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
       count, rounds, stream);
   result.best_us = result.default_us;
 
-  // The same product as gemm's: C(N x M) = W^T(N x K) X(K x M), column-major.
-  GemmContext::Tuned::Plan plan;
-  const cublasOperation_t transpose = CUBLAS_OP_T, none = CUBLAS_OP_N;
-  const size_t workspace = ctx.workspace_bytes();
-  cublasLtMatmulPreference_t pref = nullptr;
-  check(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "Lt desc");
-  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                       sizeof transpose),
-        "Lt transa");
-  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &none, sizeof none),
-        "Lt transb");
-  check(cublasLtMatrixLayoutCreate(&plan.w, in, K, N, K), "Lt layout");
-  check(cublasLtMatrixLayoutCreate(&plan.x, in, K, M, K), "Lt layout");
-  check(cublasLtMatrixLayoutCreate(&plan.y, out, N, M, N), "Lt layout");
-  check(cublasLtMatmulPreferenceCreate(&pref), "Lt preference");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &workspace, sizeof workspace),
-        "Lt preference");
+  // The same product as gemm's, in fp32 arithmetic (no TF32: see GemmContext).
+  LtPlan shape(LtTypes{CUBLAS_COMPUTE_32F, CUDA_R_32F, in, in, out}, M, N, K);
   constexpr int kCandidates = 8;
   cublasLtMatmulHeuristicResult_t found[kCandidates];
-  int n = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(tuned.lt, plan.op, plan.w, plan.x, plan.y, plan.y, pref,
-                                     kCandidates, found, &n) != CUBLAS_STATUS_SUCCESS)
-    n = 0;
-  cublasLtMatmulPreferenceDestroy(pref);
+  const int n = shape.propose(tuned.lt, ctx.workspace_bytes(), found, kCandidates);
   int best = -1;
   for (int c = 0; c < n; ++c) {
     const double us = detail::mean_call_us(
         [&](int i) {
-          return tuned.run(plan, found[c].algo, x, weights[i], y, ctx, stream) ==
+          return tuned.run(shape, found[c].algo, x, weights[i], y, ctx, stream) ==
                  CUBLAS_STATUS_SUCCESS;
         },
         count, rounds, stream);
@@ -207,12 +179,8 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
     if (us > 0 && us < (best < 0 ? (1.0 - min_gain) * result.default_us : result.best_us))
       result.best_us = us, best = c;
   }
-  if (best < 0) {
-    GemmContext::Tuned::destroy(plan);
-    return result;
-  }
-  plan.algo = found[best].algo;
-  tuned.plans.emplace(key, plan);
+  if (best < 0) return result;
+  tuned.plans.emplace(key, GemmContext::Tuned::Plan{std::move(shape), found[best].algo});
   result.lt = true;
   return result;
 }

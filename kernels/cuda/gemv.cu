@@ -41,6 +41,9 @@
 //   so the k order stays the same permutation on both operands. Half the bytes a k, so an
 //   iteration has half the k-steps and the ring one more stage (the same 64 KB an SM in flight).
 //   The row's scale multiplies the tile's fp32 sums before the epilogue.
+// - E4M3 weights (option.quantize=fp8 at decode sizes: 16-bit activations, one fp32 scale an
+//   output row): the same with W = KvFp8, each 16-byte chunk widened in registers to two 8-k
+//   chunks of T (exact: every E4M3 value is an fp16 and a bf16 value).
 //
 // Launchers allocate nothing and never synchronize (graph capture).
 #include <cuda_bf16.h>
@@ -97,15 +100,16 @@ constexpr int kMinBlocks = LMX_GEMV_MIN_BLOCKS;  // resident blocks per SM (regi
 constexpr int kGridBlocksPerSm = LMX_GEMV_GRID_BLOCKS_PER_SM;  // blocks launched per SM (<= that)
 static_assert(kWarps >= 1 && kThreads <= 1024 && kMinBlocks >= 1 && kGridBlocksPerSm >= 1);
 
-// The weight stream's shape for weight element W: T (8 k a 16-byte chunk) or int8_t (16 k).
+// The weight stream's shape for weight element W: T (8 k a 16-byte chunk), or int8_t / KvFp8
+// (one byte a weight with a scale a row: 16 k).
 template <typename W>
 struct Stream {
-  static constexpr bool kInt8 = std::is_same_v<W, int8_t>;
-  static constexpr int kXChunks = kInt8 ? 2 : 1;  // 16-byte chunks of x (8 k) a weight chunk spans
+  static constexpr bool kBytes = sizeof(W) == 1;
+  static constexpr int kXChunks = kBytes ? 2 : 1;  // 16-byte chunks of x (8 k) a weight chunk spans
   // k-steps an iteration (2 x 16 B copies a lane each) and iterations in a lane's ring (kStages -
-  // 1 in flight): int8 halves the steps and adds a stage, so as many bytes stay in flight.
-  static constexpr int kSteps = kInt8 ? (LMX_GEMV_STEPS + 1) / 2 : LMX_GEMV_STEPS;
-  static constexpr int kStages = kInt8 ? LMX_GEMV_STAGES + 1 : LMX_GEMV_STAGES;
+  // 1 in flight): bytes halve the steps and add a stage, so as many bytes stay in flight.
+  static constexpr int kSteps = kBytes ? (LMX_GEMV_STEPS + 1) / 2 : LMX_GEMV_STEPS;
+  static constexpr int kStages = kBytes ? LMX_GEMV_STAGES + 1 : LMX_GEMV_STAGES;
   static constexpr int kIterChunks = kStride * kSteps;  // weight chunks a warp covers an iteration
   // The ring: [kStages][kSteps][lo, hi][kThreads] 16-byte slots (consecutive lanes, consecutive
   // slots: conflict-free). Dynamic shared memory (more than the 48 KB a static array may have).
@@ -174,15 +178,27 @@ __device__ __forceinline__ void int8_chunk(const uint4& q, uint4& first, uint4& 
                       int8_pair<T>(q.w, 1));
 }
 
+// A chunk of 16 E4M3 weights as two chunks of 8 T (k 0..7 and k 8..15), exactly.
+template <typename T>
+__device__ __forceinline__ void e4m3_chunk(const uint4& q, uint4& first, uint4& second) {
+  first = widen_fp8x8<T>(make_uint2(q.x, q.y));
+  second = widen_fp8x8<T>(make_uint2(q.z, q.w));
+}
+
 // acc += one k-step of weight element W: the lane's chunks of weight rows g and g + 8 against
-// its x chunks of row g (one for T, two for int8: k 0..7 and 8..15 of the weight chunk).
+// its x chunks of row g (one for T, two for one-byte weights: k 0..7 and 8..15 of the chunk).
 template <typename T, typename W>
 __device__ __forceinline__ void weight_step(float (&acc)[4], const uint4& w_lo, const uint4& w_hi,
                                             const uint4 (&xv)[Stream<W>::kXChunks]) {
-  if constexpr (Stream<W>::kInt8) {
+  if constexpr (Stream<W>::kBytes) {
     uint4 lo0, lo1, hi0, hi1;
-    int8_chunk<T>(w_lo, lo0, lo1);
-    int8_chunk<T>(w_hi, hi0, hi1);
+    if constexpr (std::is_same_v<W, int8_t>) {
+      int8_chunk<T>(w_lo, lo0, lo1);
+      int8_chunk<T>(w_hi, hi0, hi1);
+    } else {
+      e4m3_chunk<T>(w_lo, lo0, lo1);
+      e4m3_chunk<T>(w_hi, hi0, hi1);
+    }
     mma_step<T>(acc, lo0, hi0, xv[0]);
     mma_step<T>(acc, lo1, hi1, xv[1]);
   } else {
@@ -446,7 +462,7 @@ struct WeightRing {
 // so one barrier a tile) and hands them to the epilogue. kRmsInput: each x row enters scaled by
 // 1 / sqrt(mean(x^2) + eps), applied to the results (the sums of squares are taken from the first
 // tile's x loads: every element of x row g is loaded by exactly one lane of the block with that g).
-// W = int8_t: w_scale [N] multiplies each weight row's results (null for T weights).
+// W = int8_t or KvFp8: w_scale [N] multiplies each weight row's results (null for T weights).
 template <typename T, typename W, typename Epilogue, bool kRmsInput>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     skinny_kernel(const T* x, const W* __restrict__ w, const float* __restrict__ w_scale,
@@ -511,9 +527,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const bool first_tile = tile == int(blockIdx.x);
     if (!first_tile) prefetch(tile);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;
-    // The tile's two weight rows' scales (int8), loaded under the weight stream.
+    // The tile's two weight rows' scales (one-byte weights), loaded under the weight stream.
     float2 row_scale = make_float2(1.0f, 1.0f);
-    if (S::kInt8 && warp == 0) {
+    if (S::kBytes && warp == 0) {
       const int2 r = epi.rows(tile, g);
       row_scale = make_float2(__ldg(w_scale + r.x), __ldg(w_scale + r.y));
     }
@@ -604,14 +620,20 @@ void launch_stream(const T* x, const W* w, const float* w_scale, const Epilogue&
     kernel<<<grid, kThreads, smem, stream>>>(x, w, w_scale, epi, M, K, eps);
 }
 
-// w's weights in T or, when w.int8(), its int8 values and row scales (K % 16 == 0).
+// w's weights in T or, when w.quantized(), its int8 values or E4M3 codes and row scales
+// (K % 16 == 0).
 template <typename T, bool kRmsInput, typename Epilogue>
 void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M, float eps,
             cudaStream_t stream) {
-  if (!w.int8()) return launch_stream<T, T, kRmsInput>(x, w.weight, nullptr, epi, M, w.in, eps, stream);
+  if (!w.quantized())
+    return launch_stream<T, T, kRmsInput>(x, w.weight, nullptr, epi, M, w.in, eps, stream);
   if (w.in % 16 != 0 || !w.q_scale)
-    throw std::invalid_argument("skinny linear: int8 weights need K % 16 == 0 and row scales (K = " +
+    throw std::invalid_argument(std::string("skinny linear: ") + (w.fp8() ? "E4M3" : "int8") +
+                                " weights need K % 16 == 0 and row scales (K = " +
                                 std::to_string(w.in) + ")");
+  if (w.fp8())
+    return launch_stream<T, KvFp8, kRmsInput>(x, reinterpret_cast<const KvFp8*>(w.q), w.q_scale,
+                                              epi, M, w.in, eps, stream);
   launch_stream<T, int8_t, kRmsInput>(x, w.q, w.q_scale, epi, M, w.in, eps, stream);
 }
 
@@ -625,8 +647,8 @@ void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
 
 }  // namespace
 
-bool skinny_supported(int M, int K, bool int8_weights) {
-  return M >= 1 && M <= kSkinnyMaxRows && K % (int8_weights ? 16 : 8) == 0;
+bool skinny_supported(int M, int K, bool byte_weights) {
+  return M >= 1 && M <= kSkinnyMaxRows && K % (byte_weights ? 16 : 8) == 0;
 }
 
 template <typename T>

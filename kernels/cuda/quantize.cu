@@ -2,8 +2,11 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
 
@@ -16,11 +19,26 @@ using detail::to_f;
 
 constexpr int kThreads = 256;
 
+// The two row formats: int8 (quant/int8.h: max 127, rounded half to even, clamped) and E4M3
+// (quant/fp8.h: max 448, cvt.rn.satfinite, as kernels/kv_dtype.h's encode_e4m3).
+struct Int8Code {
+  using Code = int8_t;
+  static constexpr float kMax = 127.0f;
+  static __device__ Code encode(float v) { return int8_t(fminf(fmaxf(rintf(v), -kMax), kMax)); }
+};
+struct E4m3Code {
+  using Code = uint8_t;
+  static constexpr float kMax = 448.0f;
+  static __device__ Code encode(float v) { return __nv_fp8_e4m3(v).__x; }
+};
+
 // One block a row: the row's max |v|, then each value divided by the scale; v = w (times the
-// column's scale, one fp32 rounding, as the CPU reference's product).
-template <typename T>
+// column's scale, one fp32 rounding, as the CPU reference's product). q's rows are `ld` codes
+// apart; codes cols..ld-1 are zeros.
+template <typename T, typename F>
 __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
-                                     int8_t* __restrict__ q, float* __restrict__ scale, int cols) {
+                                     typename F::Code* __restrict__ q, float* __restrict__ scale,
+                                     int cols, int ld) {
   __shared__ float scratch[33];
   const T* row = w + size_t(blockIdx.x) * cols;
   const auto value = [&](int c) {
@@ -29,13 +47,11 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
   float m = 0.0f;
   for (int c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(value(c)));
   m = block_max(m, scratch);
-  const float s = __fdiv_rn(m, 127.0f);  // IEEE division, as the CPU reference's
+  const float s = __fdiv_rn(m, F::kMax);  // IEEE division, as the CPU reference's
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
-  int8_t* out = q + size_t(blockIdx.x) * cols;
-  for (int c = threadIdx.x; c < cols; c += kThreads) {
-    const float v = s > 0.0f ? rintf(__fdiv_rn(value(c), s)) : 0.0f;
-    out[c] = int8_t(fminf(fmaxf(v, -127.0f), 127.0f));
-  }
+  typename F::Code* out = q + size_t(blockIdx.x) * ld;
+  for (int c = threadIdx.x; c < ld; c += kThreads)
+    out[c] = s > 0.0f && c < cols ? F::encode(__fdiv_rn(value(c), s)) : typename F::Code(0);
 }
 
 // Grid-stride over q [rows, cols].
@@ -54,7 +70,19 @@ template <typename T>
 void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
                         int cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  quantize_rows_kernel<T><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols);
+  quantize_rows_kernel<T, Int8Code><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols,
+                                                                   cols);
+}
+
+template <typename T>
+void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols,
+                        int codes_ld, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (codes_ld < cols)
+    throw std::invalid_argument("quantize_rows_e4m3: codes_ld " + std::to_string(codes_ld) +
+                                " < cols " + std::to_string(cols));
+  quantize_rows_kernel<T, E4m3Code><<<rows, kThreads, 0, stream>>>(x, nullptr, codes, scale, cols,
+                                                                   codes_ld);
 }
 
 template <typename T>
@@ -69,7 +97,8 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
 #define LMX_INSTANTIATE(T)                                                                 \
   template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int,    \
                                       cudaStream_t);                                       \
-  template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t);
+  template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t); \
+  template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t);
 LMX_INSTANTIATE(float)
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)
