@@ -1,7 +1,8 @@
 // lmx bench [--shape llama-2-7b | --model DIR] [--dtype fp16|bf16|fp32] [--prefill 512,8x512]
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--kv-cache-dtype auto|fp8]
 //           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
-//           [--profile] [--json] [--tensor-parallel-degree N] [--quantize dynamic_int8|smoothquant]
+//           [--profile] [--json] [--tensor-parallel-degree N]
+//           [--quantize dynamic_int8|smoothquant|fp8]
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step
 // per batch size, the bandwidth a decode step achieves (weights + KV read / step time) against the
@@ -35,7 +36,8 @@ constexpr const char* kUsage =
     "                 [--prefill 512,4096,8x512] [--batches 1,8,32,64] [--context 512]\n"
     "                 [--steps 32] [--kv-cache-dtype auto|fp8] [--graphs] [--generic]\n"
     "                 [--cublas-gemv] [--unfused-decode] [--untuned-gemm] [--profile] [--json]\n"
-    "                 [--verbose] [--tensor-parallel-degree N] [--quantize dynamic_int8|smoothquant]\n"
+    "                 [--verbose] [--tensor-parallel-degree N]\n"
+    "                 [--quantize dynamic_int8|smoothquant|fp8]\n"
     "\n"
     "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
     "random weights of a named shape (made in GPU memory) or a model directory.\n"
@@ -53,6 +55,7 @@ constexpr const char* kUsage =
     "  --quantize dynamic_int8    int8 weights, one scale an output row (option.quantize)\n"
     "  --quantize smoothquant     W8A8: int8 weights and per-token int8 activations (random\n"
     "                             weights, speed only: no calibration)\n"
+    "  --quantize fp8             FP8 E4M3 weights and per-token E4M3 activations\n"
     "  --json                     JSON instead of the table\n";
 
 }  // namespace
@@ -247,18 +250,22 @@ int run_bench(int argc, char** argv) {
     prefill_blocks = std::max(prefill_blocks, long(p.prompts) * ((p.tokens + bs - 1) / bs));
   o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs), prefill_blocks);
 
-  // dynamic_int8 (per output channel) or smoothquant's W8A8 kernels on random weights (speed
-  // only: no calibration, no smoothing, which changes values, not work); a --model is quantized
-  // as it loads (dynamic_int8; smoothquant calibrates a checkpoint: lmx perplexity / generate).
+  // dynamic_int8 (per output channel), smoothquant's W8A8 or fp8 kernels on random weights
+  // (smoothquant: speed only, no calibration, no smoothing, which changes values, not work); a
+  // --model is quantized as it loads (dynamic_int8, fp8; smoothquant calibrates a checkpoint:
+  // lmx perplexity / generate).
   const std::string quantize = args.get("--quantize").value_or("none");
-  if (quantize != "none" && quantize != "dynamic_int8" && quantize != "smoothquant")
-    throw_error("--quantize must be dynamic_int8, smoothquant or none for lmx bench, got '{}'",
-                quantize);
+  if (quantize != "none" && quantize != "dynamic_int8" && quantize != "smoothquant" &&
+      quantize != "fp8")
+    throw_error(
+        "--quantize must be dynamic_int8, smoothquant, fp8 or none for lmx bench, got '{}'",
+        quantize);
   if (quantize == "smoothquant" && args.has("--model"))
     throw_error("lmx bench --quantize smoothquant runs on random weights (--shape): calibrating a "
                 "checkpoint is lmx perplexity's and lmx generate's");
   const LinearQuant quant = quantize == "dynamic_int8"  ? dynamic_int8()
                             : quantize == "smoothquant" ? LinearQuant{QuantKind::W8A8}
+                            : quantize == "fp8"         ? LinearQuant{QuantKind::Fp8}
                                                         : LinearQuant{};
   const std::string shape = args.get("--shape").value_or(args.has("--model") ? "" : "llama-2-7b");
   std::unique_ptr<Backend> backend;
@@ -274,14 +281,14 @@ int run_bench(int argc, char** argv) {
   const size_t elem = o.dtype == CudaDtype::F32 ? 4 : 2;
   const size_t kv_elem = size_t(kernels::kv_value_bytes(o.kv_dtype, int(elem)));
   // Bytes of weights a decode step reads: every layer's projections and the LM head.
-  // int8 projections: a byte a weight plus a 4-byte scale a row.
-  const auto linear_bytes = [&](int64_t out_rows, int64_t in_cols, bool int8) {
-    return int8 ? double(out_rows) * (double(in_cols) + 4.0)
-                : double(out_rows) * double(in_cols) * double(elem);
+  // Quantized projections: a byte a weight plus a 4-byte scale a row.
+  const auto linear_bytes = [&](int64_t out_rows, int64_t in_cols, bool one_byte) {
+    return one_byte ? double(out_rows) * (double(in_cols) + 4.0)
+                    : double(out_rows) * double(in_cols) * double(elem);
   };
-  // smoothquant keeps the LM head in 16 bits.
-  double weight_bytes =
-      linear_bytes(d.vocab_size, d.embed_dim, quant.quantized() && quant.kind != QuantKind::W8A8);
+  // smoothquant and fp8 keep the LM head in 16 bits.
+  double weight_bytes = linear_bytes(d.vocab_size, d.embed_dim,
+                                     quant.quantized() && !quant.quantizes_activations());
   for (const LayerWeightRefs& L : describe_weights(d).layers)
     for (const LinearRef* l : {&L.qkv, &L.o, &L.up, &L.down}) weight_bytes += linear_bytes(l->out, l->in, quant.quantized());
 

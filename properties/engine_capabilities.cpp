@@ -23,8 +23,8 @@ EngineCapabilities EngineCapabilities::this_build() {
   c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});  // cuda only: a conflict on cpu
   c.cuda_graphs = true;
   c.max_tensor_parallel_degree = 1 << 20;  // NCCL ranks, one a GPU: the GPU count bounds it
-  // dynamic_int8 per output channel (no group size); smoothquant's W8A8
-  c.quantize[Device::Cuda] = {Quantize::DynamicInt8, Quantize::SmoothQuant};
+  // dynamic_int8 per output channel (no group size); smoothquant's W8A8; fp8's E4M3 W8A8
+  c.quantize[Device::Cuda] = {Quantize::DynamicInt8, Quantize::SmoothQuant, Quantize::Fp8};
 #endif
   return c;
 }

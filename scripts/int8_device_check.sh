@@ -3,21 +3,9 @@
 # GEMV kernel tests, benches Llama-2-7B fp16 against dynamic_int8 in the same lease (and the
 # Llama-3-8B shape in bf16), then the CUDA parity suite and every family through lmx-server.
 # Each step is bounded; logs under $OUT. Carry: .devdeps, .cache/shared_models.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts (device KINDS.md)
-out=${OUT:-int8-check}
-mkdir -p "$out"
-started=$SECONDS
-step() { echo "== [$((SECONDS - started)) s] $*"; }
-if [[ -d .cache/shared_models && ! -d ../shared/models ]]; then
-  mkdir -p ../shared && cp -r .cache/shared_models ../shared/models
-fi
+source "$(dirname "$0")/device_check_common.sh" int8-check
 step "build and the CUDA parity suite + e2e come last; kernels first"
-LMX_GPU_TARGETS="lmx_cuda_kernel_tests lmx_cuda_parity_tests lmx lmx-server lmx_plugin" \
-  LMX_GPU_SUITES="none" timeout 300 bash scripts/gpu_tests.sh >"$out/build.log" 2>&1
-source scripts/unpack_device_deps.sh
-[[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; exit 1; }
+build_gpu "lmx_cuda_kernel_tests lmx_cuda_parity_tests lmx lmx-server lmx_plugin" 300 || exit 1
 step "int8 + GEMV kernel tests"
 timeout 120 build-gpu/bin/lmx_cuda_kernel_tests --gtest_brief=1 \
   --gtest_filter='*Int8*:*FusedGemv*:*Skinny*:*Gemv*' >"$out/kernels.log" 2>&1

@@ -4,21 +4,10 @@
 # quantized CUDA-vs-CPU parity tests, and `lmx bench` of Llama-2-7B fp16 against smoothquant and
 # dynamic_int8 in the same lease. Each step is bounded; logs under $OUT.
 # Carry: .devdeps, .cache/shared_models.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts (device KINDS.md)
-out=${OUT:-w8a8-check}
-mkdir -p "$out"
-started=$SECONDS
-step() { echo "== [$((SECONDS - started)) s] $*"; }
-if [[ -d .cache/shared_models && ! -d ../shared/models ]]; then
-  mkdir -p ../shared && cp -r .cache/shared_models ../shared/models
-fi
+source "$(dirname "$0")/device_check_common.sh" w8a8-check
 step "build"
-LMX_GPU_TARGETS="lmx_cuda_kernel_tests lmx_cuda_parity_tests lmx lmx_bench_int8_gemm" \
-  LMX_GPU_SUITES="none" timeout "${BUILD_TIMEOUT:-330}" bash scripts/gpu_tests.sh >"$out/build.log" 2>&1
-source scripts/unpack_device_deps.sh
-[[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; exit 1; }
+build_gpu "lmx_cuda_kernel_tests lmx_cuda_parity_tests lmx lmx_bench_int8_gemm" \
+  "${BUILD_TIMEOUT:-330}" || exit 1
 step "W8A8 + int8 kernel tests"
 timeout 120 build-gpu/bin/lmx_cuda_kernel_tests \
   --gtest_filter='*W8A8*:*Int8Gemm*:*Int8Cuda*:*Int8Gemv*' >"$out/kernels.log" 2>&1

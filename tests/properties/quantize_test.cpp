@@ -38,13 +38,13 @@ std::string error_of(const TempModelDir& dir, std::map<std::string, std::string>
   return ::testing::AssertionFailure() << "'" << needle << "' not in: " << haystack;
 }
 
-// A build with the CUDA backend: dynamic_int8 and smoothquant on both devices (what
+// A build with the CUDA backend: dynamic_int8, smoothquant and fp8 on both devices (what
 // this_build() says with CUDA).
 EngineCapabilities with_cuda() {
   EngineCapabilities c = EngineCapabilities::cpu_only();
   c.devices.insert(Device::Cuda);
   c.dtypes.insert({Dtype::Fp16, Dtype::Bf16});
-  c.quantize[Device::Cuda] = {Quantize::DynamicInt8, Quantize::SmoothQuant};
+  c.quantize[Device::Cuda] = {Quantize::DynamicInt8, Quantize::SmoothQuant, Quantize::Fp8};
   return c;
 }
 
@@ -171,16 +171,15 @@ TEST(Quantize, SmoothQuantSettingsRefuseBadValues) {
   EXPECT_TRUE(contains(error_of(other), "only used with option.quantize=smoothquant"));
 }
 
-// fp8 (E4M3 W8A8): the CPU reference runs it; CUDA has no fp8 kernels yet and says so by name.
-TEST(Quantize, Fp8RunsOnCpuAndIsRefusedOnCudaByName) {
+// fp8 (E4M3 W8A8) runs on both devices; this build's own table says so with CUDA.
+TEST(Quantize, Fp8RunsOnCpuAndCuda) {
   TempModelDir cpu("option.quantize=fp8\n");
   EXPECT_EQ(load(cpu).quantize, Quantize::Fp8);
   TempModelDir env;
   EXPECT_EQ(load(env, {{"OPTION_QUANTIZE", "FP8"}}).quantize, Quantize::Fp8);
   TempModelDir cuda("option.device=cuda\noption.quantize=fp8\n");
-  const std::string e = error_of(cuda, {}, 1, with_cuda());
-  EXPECT_TRUE(contains(e, "option.quantize=fp8 (from line 2 of"));
-  EXPECT_TRUE(contains(e, "not supported by this build of LMX yet"));
+  EXPECT_EQ(load(cuda, {}, 1, with_cuda()).quantize, Quantize::Fp8);
+  EXPECT_EQ(EngineCapabilities::everything().quantize.at(Device::Cuda).count(Quantize::Fp8), 1u);
   TempModelDir bad("option.quantize=fp4\n");
   EXPECT_TRUE(contains(error_of(bad), "dynamic_int8, smoothquant, fp8, none"));
 }

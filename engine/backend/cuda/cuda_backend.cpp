@@ -14,6 +14,7 @@
 #include "engine/backend/activation_kind.h"
 #include "engine/backend/alibi.h"
 #include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/cuda/fp8_linear.h"
 #include "engine/backend/cuda/w8a8_linear.h"
 #include "engine/backend/rope.h"
 #include "engine/backend/sample_rows.h"
@@ -74,10 +75,15 @@ bool folds_norms(const DecoderDesc& d, const CudaBackendOptions& o, bool w8a8) {
          !std::is_same_v<T, float> && !w8a8;
 }
 
-// Whether smoothquant marked the decoder's projections W8A8 (it marks every layer's alike).
+// How the decoder's projections are quantized (every layer's alike: smoothquant's W8A8, fp8,
+// dynamic_int8 or none).
+template <typename Buffer>
+QuantKind decoder_quant(const ModelWeights<Buffer>& w) {
+  return w.layers.empty() ? QuantKind::None : w.layers.front().qkv.quant.kind;
+}
 template <typename Buffer>
 bool smoothquant_weights(const ModelWeights<Buffer>& w) {
-  return !w.layers.empty() && w.layers.front().qkv.quant.kind == QuantKind::W8A8;
+  return decoder_quant(w) == QuantKind::W8A8;
 }
 
 // One tensor-parallel rank (engine/model/shard.h; the whole model at degree 1) on the current
@@ -125,6 +131,7 @@ class CudaBackend final : public Backend {
     }
     int8_ = !w_.lm_head.q.values.empty();  // dynamic_int8 marks every projection, head included
     w8a8_ = smoothquant_weights(w_);
+    fp8_ = decoder_quant(w_) == QuantKind::Fp8;
     allocate_scratch();
     allocate_kv();
     // The fused decode projections run the norms inside the projections that read them; the
@@ -203,16 +210,22 @@ class CudaBackend final : public Backend {
   using DeviceLayer = LayerWeights<DeviceBuffer<T>>;
   static const T* ptr(const DeviceBuffer<T>& b) { return b.empty() ? nullptr : b.get(); }
   // The kernels' view of a projection: weight [out, in] and bias [out] (or null), device, T.
-  // int8 projections (dynamic_int8): their values and row scales instead of the weight.
+  // Quantized projections: their int8 values (dynamic_int8, smoothquant) or E4M3 codes (fp8) and
+  // row scales instead of the weight.
   static kernels::LinearWeights<T> view(const DeviceLinear<T>& L) {
-    return {ptr(L.weight), ptr(L.bias), int(L.out), int(L.in),
+    return {ptr(L.weight),
+            ptr(L.bias),
+            int(L.out),
+            int(L.in),
             L.q.values.empty() ? nullptr : L.q.values.get(),
-            L.q.scales.empty() ? nullptr : L.q.scales.get()};
+            L.q.scales.empty() ? nullptr : L.q.scales.get(),
+            L.quant.kind == QuantKind::Fp8};
   }
 
   // `w` with weights in T for cuBLAS: an int8 projection expanded into dequant_ (one projection
   // at a time: no T copy of the model is kept).
   kernels::LinearWeights<T> dense(const kernels::LinearWeights<T>& w) {
+    if (w.fp8()) throw_error("internal: an fp8 projection handed to cuBLAS (it runs Fp8Linear)");
     if (!w.int8()) return w;
     if (size_t(w.out) * size_t(w.in) > dequant_.size())
       throw_error("internal: a {} x {} int8 projection exceeds the dequantization buffer ({})",
@@ -311,18 +324,21 @@ class CudaBackend final : public Backend {
 
   bool skinny(int M, int K) const {
     return opts_.skinny_gemv && !std::is_same_v<T, float> &&
-           k::skinny_supported(M, K, int8_ || w8a8_);
+           k::skinny_supported(M, K, int8_ || w8a8_ || fp8_);
   }
 
   // y[M, out] = x[M, in] · W^T, without the bias (the layer program adds biases where it can
   // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise. smoothquant's
-  // W8A8 projections take int8 activations past the GEMV's rows (and always with an explicit
-  // 1/s); at decode sizes the GEMV reads their int8 weights with 16-bit activations, where
-  // quantizing the activations would not pay (the step reads the weights either way).
+  // W8A8 and fp8's projections take quantized activations past the GEMV's rows (smoothquant's
+  // always with an explicit 1/s); at decode sizes the GEMV reads their one-byte weights with
+  // 16-bit activations, where quantizing the activations would not pay (the step reads the
+  // weights either way) and would only add its rounding.
   void linear(const DeviceLinear<T>& L, const T* x, T* y, int M) {
     const kernels::LinearWeights<T> w = view(L).without_bias();
     if (L.quant.kind == QuantKind::W8A8 && (!L.q.inv_smooth.empty() || !skinny(M, w.in)))
       return w8a8_linear_->run(L, x, y, M, stream_);
+    if (L.quant.kind == QuantKind::Fp8 && !skinny(M, w.in))
+      return fp8_linear_->run(L, x, y, M, stream_);
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(M, w.in)) return k::skinny_linear<T>(x, w, y, M, stream_);
     }
@@ -585,7 +601,7 @@ class CudaBackend final : public Backend {
     const int head_rows = int(w_.lm_head.out);
     float* out = tp_.ranks > 1 ? rank_logits_.get() : logits_.get();
     kernels::LinearWeights<T> head = view(w_.lm_head).without_bias();
-    if (!head.int8()) head.weight = w_.head_weight().get();  // the embedding when tied
+    if (!head.quantized()) head.weight = w_.head_weight().get();  // the embedding when tied
     bool done = false;
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(rows, head.in)) {
@@ -681,7 +697,7 @@ class CudaBackend final : public Backend {
           "{} rows, {} ({} x {}): cuBLAS default {:.1f} us, kept {} {:.1f} us ({} tried)", rows,
           name, N, K, t.default_us, t.lt ? "cuBLASLt" : "the default", t.best_us, t.candidates);
     };
-    if (!w8a8_) {  // smoothquant's projections: the int8 GEMM times its own (W8A8Linear)
+    if (!w8a8_ && !fp8_) {  // smoothquant's and fp8's GEMMs time their own (W8A8Linear, Fp8Linear)
       tune("qkv", every_layer(&DeviceLayer::qkv), h_.get(), qkv_.get(), desc_.qkv_size(), H);
       tune("o", every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
       tune("up", every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
@@ -917,6 +933,15 @@ class CudaBackend final : public Backend {
       });
       w8a8_linear_ = std::make_unique<W8A8Linear<T_>>(gemm_, tok, in, out);
     }
+    if (fp8_) {  // the widest fp8 input, and output not a multiple of 16
+      size_t in = 0, odd_out = 0;
+      for_each_linear(w_, [&](const DeviceLinear<T_>& L, const std::string&) {
+        if (L.quant.kind != QuantKind::Fp8) return;
+        in = std::max(in, size_t(L.in));
+        if (L.out % 16 != 0) odd_out = std::max(odd_out, size_t(L.out));
+      });
+      fp8_linear_ = std::make_unique<Fp8Linear<T_>>(gemm_, tok, in, odd_out);
+    }
   }
 
   // The memory plan: what is left after weights and scratch holds the KV cache.
@@ -980,6 +1005,8 @@ class CudaBackend final : public Backend {
   bool w8a8_ = false;  // smoothquant: the decoder's projections are W8A8 (the LM head is not)
   bool explicit_smoothing_ = false;  // some W8A8 projection applies 1/s to its activations
   std::unique_ptr<W8A8Linear<T>> w8a8_linear_;  // their step scratch and int8 GEMM
+  bool fp8_ = false;  // fp8: the decoder's projections hold E4M3 codes (the LM head does not)
+  std::unique_ptr<Fp8Linear<T>> fp8_linear_;  // their step scratch and FP8 GEMM
   DeviceBuffer<T> dequant_;  // int8: the largest projection in T, for the GEMMs cuBLAS runs  // layer norm weights folded into the projections (fold_norm_weights)
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue

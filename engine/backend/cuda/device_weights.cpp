@@ -7,6 +7,7 @@
 #include "engine/core/error.h"
 #include "engine/model/quantization.h"
 #include "kernels/elementwise.h"
+#include "kernels/fp8_linear.h"
 #include "kernels/quantize.h"
 #include "kernels/w8a8.h"
 #include "quant/w8a8.h"
@@ -41,15 +42,16 @@ struct Finisher {
     count(0, freed);
   }
 
-  // L.q = dynamic_int8(weight [L.out, L.in]), or W8A8's int8 of weight diag(s).
+  // L.q = dynamic_int8(weight [L.out, L.in]), W8A8's int8 of weight diag(s), or fp8's E4M3.
   void quantize(DeviceLinear<T>& L, const T* weight, const std::string& label) {
     DeviceBuffer<float> smooth;  // s [in], applied by the quantizer
+    const bool fp8 = L.quant.kind == QuantKind::Fp8;
     if (L.quant.kind == QuantKind::W8A8) {
       if (L.in > quant::kW8A8MaxIn || !k::Int8Gemm::supported(int(L.in)))
         throw_error("{}: {} input columns do not fit W8A8's int8 GEMM (a multiple of 4, at most {})",
                     label, L.in, quant::kW8A8MaxIn);
       if (L.quant.smooth) smooth = smoothing(L, label);
-    } else if (L.quant.kind != QuantKind::W8A16PerChannel) {
+    } else if (!fp8 && L.quant.kind != QuantKind::W8A16PerChannel) {
       throw_error("{}: option.quantize={}{} has no CUDA kernels yet; {}use option.device=cpu",
                   label, L.quant.method(),
                   L.quant.kind == QuantKind::W8A16Grouped
@@ -60,11 +62,22 @@ struct Finisher {
                         "option.quantize_group_size unset), or "
                       : "");
     }
-    L.q.values = DeviceBuffer<int8_t>(size_t(L.out) * size_t(L.in));
-    L.q.scales = DeviceBuffer<float>(size_t(L.out));
+    // fp8: fp8_padded(out) rows of fp8_padded(in) codes (the FP8 GEMM's N and K), zero codes and
+    // scales past `out` and `in`.
+    const size_t rows = fp8 ? size_t(k::fp8_padded(int(L.out))) : size_t(L.out);
+    const size_t row = fp8 ? size_t(k::fp8_padded(int(L.in))) : size_t(L.in);
+    L.q.values = DeviceBuffer<int8_t>(rows * row);
+    L.q.scales = DeviceBuffer<float>(rows);
     count(L.q.values.bytes() + L.q.scales.bytes());
-    k::quantize_rows_int8<T>(weight, smooth.empty() ? nullptr : smooth.get(), L.q.values.get(),
-                             L.q.scales.get(), int(L.out), int(L.in), nullptr);
+    if (fp8) {
+      LMX_CUDA_CHECK(cudaMemset(L.q.values.get(), 0, L.q.values.bytes()));
+      LMX_CUDA_CHECK(cudaMemset(L.q.scales.get(), 0, L.q.scales.bytes()));
+      k::quantize_rows_e4m3<T>(weight, reinterpret_cast<uint8_t*>(L.q.values.get()),
+                               L.q.scales.get(), int(L.out), int(L.in), int(row), nullptr);
+    } else {
+      k::quantize_rows_int8<T>(weight, smooth.empty() ? nullptr : smooth.get(), L.q.values.get(),
+                               L.q.scales.get(), int(L.out), int(L.in), nullptr);
+    }
     LMX_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // before the T weight is freed
     LMX_CUDA_CHECK(cudaGetLastError());
   }

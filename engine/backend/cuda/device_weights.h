@@ -6,12 +6,13 @@
 // Each projection is finished on the GPU as soon as it is made, before the next weight:
 //   - with WeightLoad::fold_norms (the fused decode path, see CudaBackend), the norm that feeds
 //     qkv and gate/up is folded into its columns: W[:, k] *= norm_weight[k];
-//   - a projection the description marks for dynamic_int8 (per output channel) or smoothquant's
-//     W8A8 is quantized (kernels/quantize.h; W8A8: W diag(s), the smoothing applied in fp32 by
-//     the quantizer) and its T weight freed, so the load holds at most one projection in T
-//     beside the int8 ones. A tied LM head is quantized from the embedding at the end (the
-//     embedding itself stays in T). At the end smoothquant's 1/s goes into the norms that
-//     produce the smoothed inputs (smooth_in_norm), else it is kept for the activations.
+//   - a projection the description marks for dynamic_int8 (per output channel), smoothquant's
+//     W8A8 or fp8 is quantized (kernels/quantize.h; W8A8: W diag(s), the smoothing applied in
+//     fp32 by the quantizer; fp8: E4M3 codes) and its T weight freed, so the load holds at most
+//     one projection in T beside the quantized ones. A tied LM head is quantized from the
+//     embedding at the end (the embedding itself stays in T). At the end smoothquant's 1/s goes
+//     into the norms that produce the smoothed inputs (smooth_in_norm), else it is kept for the
+//     activations.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@
 namespace lmx {
 
 // dynamic_int8 and smoothquant on the GPU: int8 values [out, in] and one fp32 scale a row [out]
-// (smoothquant: of the smoothed weight W diag(s)).
+// (smoothquant: of the smoothed weight W diag(s)); fp8: E4M3 codes [out, in] in `values` (bytes)
+// and one fp32 scale a row.
 template <typename T>
 struct QuantStorage<DeviceBuffer<T>> {
   DeviceBuffer<int8_t> values;

@@ -1,0 +1,22 @@
+# Sourced by the scripts/*_device_check.sh scripts (one device call each): the repository root as
+# working directory, NVLink multicast off, $out for the logs ($OUT on the device, else the name
+# given), step() to stamp each step with the seconds since the start, ../shared/models from the
+# carried copy, and build_gpu TARGETS SECONDS (scripts/gpu_tests.sh's build into build-gpu/, no
+# suite; its log in $out/build.log; returns 1 when lmx was not built).
+# Usage: source scripts/device_check_common.sh NAME   (NAME: the local log folder without $OUT)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts (device KINDS.md)
+out=${OUT:-$1}
+mkdir -p "$out"
+started=$SECONDS
+step() { echo "== [$((SECONDS - started)) s] $*"; }
+if [[ -d .cache/shared_models && ! -d ../shared/models ]]; then
+  mkdir -p ../shared && cp -r .cache/shared_models ../shared/models
+fi
+build_gpu() {
+  LMX_GPU_TARGETS="$1" LMX_GPU_SUITES="none" timeout "$2" bash scripts/gpu_tests.sh \
+    >"$out/build.log" 2>&1
+  source scripts/unpack_device_deps.sh
+  [[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; return 1; }
+}
