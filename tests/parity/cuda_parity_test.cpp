@@ -534,6 +534,33 @@ TEST_P(CudaHfParity, Fp8MatchesCpuFp8) {
                                 /*against_fp32=*/true, /*case_scale=*/true});
 }
 
+// A served random-weight benchmark model (config.json with lmx_random_weights) keeps the
+// quantization option.quantize asked for: its fp32 logits are those of the same random weights
+// quantized through make_random_cuda_backend (up to the GEMMs' timed algorithm choices: another
+// summation order), ten times closer to them than to the unquantized model's (the quantization
+// was once dropped: a benchmark of option.quantize=fp8 measured fp16).
+TEST(CudaRandomWeights, ServedModelKeepsItsQuantization) {
+  REQUIRE_GPU();
+  testing::TempDir dir;
+  json config = testing::tiny_llama_config();
+  config["lmx_random_weights"] = {{"seed", 7}};
+  std::ofstream(dir.path() / "config.json") << config.dump();
+  const std::vector<int32_t> prompt = {1, 5, 9, 13, 2, 7}, path = {3, 4, 8, 6};
+  const CudaBackendOptions o = options(CudaDtype::F32);
+  for (const LinearQuant& quant : {dynamic_int8(), LinearQuant{QuantKind::Fp8}}) {
+    SCOPED_TRACE(quant.method());
+    const LoadedModel served = load_model(dir.path(), quant);
+    auto backend = make_cuda_backend(served, o);
+    auto direct = make_random_cuda_backend(served.desc, o, 7, quant);
+    auto plain = make_cuda_backend(load_model(dir.path()), o);
+    const auto g = forced_logits(*backend, prompt, path);
+    const auto d = forced_logits(*direct, prompt, path);
+    const auto p = forced_logits(*plain, prompt, path);
+    for (size_t s = 0; s < path.size(); ++s)
+      EXPECT_LT(10 * rel_l2(g[s], d[s]), rel_l2(g[s], p[s])) << "step " << s;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaHfParity, ::testing::ValuesIn(parity_fixture_names()),
                          testing::ParityNamePrinter());
 

@@ -1116,9 +1116,10 @@ int cuda_device_count() {
 
 bool cuda_device_available() { return cuda_device_count() > 0; }
 
+// A random-weight benchmark model keeps the quantization load_model requested on its weights
+// (option.quantize on a served benchmark model), like a checkpoint's.
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& o) {
-  if (model.random_seed) return make_random_cuda_backend(model.desc, o, *model.random_seed);
-  return make_group(model.desc, model.weights, std::nullopt, o);
+  return make_group(model.desc, model.weights, model.random_seed, o);
 }
 
 std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
