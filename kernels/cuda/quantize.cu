@@ -5,6 +5,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -54,6 +55,80 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
     out[c] = s > 0.0f && c < cols ? F::encode(__fdiv_rn(value(c), s)) : typename F::Code(0);
 }
 
+// The same for 16-bit T, cols % 8 == 0 and 16-byte aligned rows, with the row read once: each
+// thread holds kVecs 16-byte pieces (8 values each; vector j = thread + i x kThreads) in registers
+// from the max to the codes, and stores 8 codes at once. Same arithmetic, same codes; it reads x
+// once with 16-byte loads where quantize_rows_kernel reads it twice with 2-byte ones (the
+// per-token quantization of fp8 and smoothquant activations, ~a quarter of an fp8 projection's
+// time at 4096 rows before it).
+template <typename T, typename F, int kVecs>
+__global__ void __launch_bounds__(kThreads)
+    quantize_rows_held_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
+                              typename F::Code* __restrict__ q, float* __restrict__ scale,
+                              int cols, int ld) {
+  __shared__ float scratch[33];
+  const int vecs = cols / 8;
+  const uint4* row = reinterpret_cast<const uint4*>(w + size_t(blockIdx.x) * cols);
+  float v[kVecs][8];
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int j = threadIdx.x + i * kThreads;
+    if (j >= vecs) break;
+    const uint4 raw = row[j];
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      v[i][k] = col_scale ? __fmul_rn(to_f(e[k]), col_scale[8 * j + k]) : to_f(e[k]);
+      m = fmaxf(m, fabsf(v[i][k]));
+    }
+  }
+  m = block_max(m, scratch);
+  const float s = __fdiv_rn(m, F::kMax);
+  if (threadIdx.x == 0) scale[blockIdx.x] = s;
+  typename F::Code* out = q + size_t(blockIdx.x) * ld;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    const int j = threadIdx.x + i * kThreads;
+    if (j >= vecs) break;
+    union {
+      typename F::Code c[8];
+      uint2 u;
+    } codes;
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      codes.c[k] = s > 0.0f ? F::encode(__fdiv_rn(v[i][k], s)) : typename F::Code(0);
+    *reinterpret_cast<uint2*>(out + 8 * j) = codes.u;
+  }
+  for (int c = cols + threadIdx.x; c < ld; c += kThreads) out[c] = typename F::Code(0);
+}
+
+// One launch of the row quantizer: the register-held kernel where it applies, else the general one.
+template <typename T, typename F>
+void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* q, float* scale,
+                          int rows, int cols, int ld, cudaStream_t stream) {
+  constexpr bool k16bit = sizeof(T) == 2;
+  const int vecs = cols / 8;
+  const bool held = k16bit && cols % 8 == 0 && ld % 8 == 0 && vecs <= 8 * kThreads &&
+                    ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(q)) & 15u) == 0;
+  if (!held) {
+    quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+    return;
+  }
+  const auto held_launch = [&](auto kernel) {
+    kernel<<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+  };
+  const int per_thread = (vecs + kThreads - 1) / kThreads;
+  if (per_thread <= 1)
+    held_launch(quantize_rows_held_kernel<T, F, 1>);
+  else if (per_thread <= 2)
+    held_launch(quantize_rows_held_kernel<T, F, 2>);
+  else if (per_thread <= 4)
+    held_launch(quantize_rows_held_kernel<T, F, 4>);
+  else
+    held_launch(quantize_rows_held_kernel<T, F, 8>);
+}
+
 // Grid-stride over q [rows, cols].
 template <typename T>
 __global__ void dequantize_rows_kernel(const int8_t* __restrict__ q,
@@ -70,8 +145,7 @@ template <typename T>
 void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
                         int cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  quantize_rows_kernel<T, Int8Code><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols,
-                                                                   cols);
+  launch_quantize_rows<T, Int8Code>(w, col_scale, q, scale, rows, cols, cols, stream);
 }
 
 template <typename T>
@@ -81,8 +155,7 @@ void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int 
   if (codes_ld < cols)
     throw std::invalid_argument("quantize_rows_e4m3: codes_ld " + std::to_string(codes_ld) +
                                 " < cols " + std::to_string(cols));
-  quantize_rows_kernel<T, E4m3Code><<<rows, kThreads, 0, stream>>>(x, nullptr, codes, scale, cols,
-                                                                   codes_ld);
+  launch_quantize_rows<T, E4m3Code>(x, nullptr, codes, scale, rows, cols, codes_ld, stream);
 }
 
 template <typename T>

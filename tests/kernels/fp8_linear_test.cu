@@ -108,25 +108,28 @@ TYPED_TEST(Fp8Cuda, QuantizeRowsPadsWithZeroCodes) {
   LMX_REQUIRE_GPU();
   using T = TypeParam;
   std::mt19937 rng(35);
-  const int M = 5, K = 172, Kp = kc::fp8_padded(K);
-  ASSERT_EQ(Kp, 176);
-  const auto x = test::randn<T>(size_t(M) * K, rng);
-  std::vector<uint8_t> q(x.size());
-  std::vector<float> s(static_cast<size_t>(M));
-  quant::cpu::quantize_rows_e4m3("x", x.data(), M, K, q.data(), s.data());
-  std::vector<uint8_t> padded(size_t(M) * Kp, 0);
-  for (int m = 0; m < M; ++m)
-    std::copy_n(q.begin() + size_t(m) * K, K, padded.begin() + size_t(m) * Kp);
-  Dev<T> dx(x.size());
-  Dev<uint8_t> dq(padded.size());
-  Dev<float> ds(s.size());
-  dx.upload(x);
-  kc::quantize_rows_e4m3<T>(dx.p, dq.p, ds.p, M, K, Kp, nullptr);
-  LMX_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(dq.download(), padded);
-  EXPECT_EQ(ds.download(), s);
-  EXPECT_THROW(kc::quantize_rows_e4m3<T>(dx.p, dq.p, ds.p, M, K, K - 1, nullptr),
-               std::invalid_argument);
+  // 172: the general kernel (not a multiple of 8); 200: the register-held one (16-bit T).
+  for (const int K : {172, 200}) {
+    const int M = 5, Kp = kc::fp8_padded(K);
+    ASSERT_EQ(Kp % 16, 0);
+    const auto x = test::randn<T>(size_t(M) * K, rng);
+    std::vector<uint8_t> q(x.size());
+    std::vector<float> s(static_cast<size_t>(M));
+    quant::cpu::quantize_rows_e4m3("x", x.data(), M, K, q.data(), s.data());
+    std::vector<uint8_t> padded(size_t(M) * Kp, 0);
+    for (int m = 0; m < M; ++m)
+      std::copy_n(q.begin() + size_t(m) * K, K, padded.begin() + size_t(m) * Kp);
+    Dev<T> dx(x.size());
+    Dev<uint8_t> dq(padded.size());
+    Dev<float> ds(s.size());
+    dx.upload(x);
+    kc::quantize_rows_e4m3<T>(dx.p, dq.p, ds.p, M, K, Kp, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(dq.download(), padded) << K;
+    EXPECT_EQ(ds.download(), s) << K;
+    EXPECT_THROW(kc::quantize_rows_e4m3<T>(dx.p, dq.p, ds.p, M, K, K - 1, nullptr),
+                 std::invalid_argument);
+  }
 }
 
 // The two steps of the linear together against quant::cpu::fp8_linear from the same values:
@@ -159,7 +162,8 @@ TYPED_TEST(Fp8Cuda, GemmMatchesTheReferenceLinear) {
     dx.upload(x);
     kc::quantize_rows_e4m3<T>(dx.p, dxq.p, dxs.p, c.M, c.K, c.K, nullptr);
     if (c.tune) {
-      const kc::GemmTiming t = gemm.tune(dxq.p, dxs.p, w.dq.p, w.ds.p, dy.p, c.M, c.N, c.K, nullptr);
+      const kc::GemmTiming t =
+          gemm.tune(dxq.p, dxs.p, w.dq.p, w.ds.p, dy.p, c.M, c.N, c.K, nullptr);
       EXPECT_GE(t.candidates, 1);
       EXPECT_GT(t.best_us, 0.0);
       dy.poison();
