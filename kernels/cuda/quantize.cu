@@ -55,14 +55,16 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
     out[c] = s > 0.0f && c < cols ? F::encode(__fdiv_rn(value(c), s)) : typename F::Code(0);
 }
 
-// The same for 16-bit T, cols % 8 == 0 and 16-byte aligned rows, with the row read once: each
-// thread holds kVecs 16-byte pieces (8 values each; vector j = thread + i x kThreads) in registers
-// from the max to the codes, and stores 8 codes at once. Same arithmetic, same codes; it reads x
+// The same for 16-bit T, cols % 8 == 0 and 16-byte aligned rows, with the row read once: each of
+// kBlock threads holds kVecs 16-byte pieces (8 values each; vector j = thread + i x kBlock) in
+// registers from the max to the codes, and stores 8 codes at once. At most 4 pieces a thread (32
+// values): with 8, Llama's 11008-wide rows ran no faster than the general kernel on the H100 (88
+// against 94 us at 4096 rows), so long rows take 1024 threads. Same arithmetic, same codes; it reads x
 // once with 16-byte loads where quantize_rows_kernel reads it twice with 2-byte ones (the
 // per-token quantization of fp8 and smoothquant activations, ~a quarter of an fp8 projection's
 // time at 4096 rows before it).
-template <typename T, typename F, int kVecs>
-__global__ void __launch_bounds__(kThreads)
+template <typename T, typename F, int kBlock, int kVecs>
+__global__ void __launch_bounds__(kBlock)
     quantize_rows_held_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
                               typename F::Code* __restrict__ q, float* __restrict__ scale,
                               int cols, int ld) {
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
   float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
-    const int j = threadIdx.x + i * kThreads;
+    const int j = threadIdx.x + i * kBlock;
     if (j >= vecs) break;
     const uint4 raw = row[j];
     const T* e = reinterpret_cast<const T*>(&raw);
@@ -89,7 +91,7 @@ __global__ void __launch_bounds__(kThreads)
   typename F::Code* out = q + size_t(blockIdx.x) * ld;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
-    const int j = threadIdx.x + i * kThreads;
+    const int j = threadIdx.x + i * kBlock;
     if (j >= vecs) break;
     union {
       typename F::Code c[8];
@@ -100,7 +102,7 @@ __global__ void __launch_bounds__(kThreads)
       codes.c[k] = s > 0.0f ? F::encode(__fdiv_rn(v[i][k], s)) : typename F::Code(0);
     *reinterpret_cast<uint2*>(out + 8 * j) = codes.u;
   }
-  for (int c = cols + threadIdx.x; c < ld; c += kThreads) out[c] = typename F::Code(0);
+  for (int c = cols + threadIdx.x; c < ld; c += kBlock) out[c] = typename F::Code(0);
 }
 
 // One launch of the row quantizer: the register-held kernel where it applies, else the general one.
@@ -109,24 +111,24 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
                           int rows, int cols, int ld, cudaStream_t stream) {
   constexpr bool k16bit = sizeof(T) == 2;
   const int vecs = cols / 8;
-  const bool held = k16bit && cols % 8 == 0 && ld % 8 == 0 && vecs <= 8 * kThreads &&
+  constexpr int kLongBlock = 1024;
+  const bool held = k16bit && cols % 8 == 0 && ld % 8 == 0 && vecs <= 2 * kLongBlock &&
                     ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(q)) & 15u) == 0;
   if (!held) {
     quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
     return;
   }
-  const auto held_launch = [&](auto kernel) {
-    kernel<<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+  const auto held_launch = [&](auto kernel, int block) {
+    kernel<<<rows, block, 0, stream>>>(w, col_scale, q, scale, cols, ld);
   };
-  const int per_thread = (vecs + kThreads - 1) / kThreads;
-  if (per_thread <= 1)
-    held_launch(quantize_rows_held_kernel<T, F, 1>);
-  else if (per_thread <= 2)
-    held_launch(quantize_rows_held_kernel<T, F, 2>);
-  else if (per_thread <= 4)
-    held_launch(quantize_rows_held_kernel<T, F, 4>);
+  if (vecs <= kThreads)
+    held_launch(quantize_rows_held_kernel<T, F, kThreads, 1>, kThreads);
+  else if (vecs <= 2 * kThreads)
+    held_launch(quantize_rows_held_kernel<T, F, kThreads, 2>, kThreads);
+  else if (vecs <= 4 * kThreads)
+    held_launch(quantize_rows_held_kernel<T, F, kThreads, 4>, kThreads);
   else
-    held_launch(quantize_rows_held_kernel<T, F, 8>);
+    held_launch(quantize_rows_held_kernel<T, F, kLongBlock, 2>, kLongBlock);
 }
 
 // Grid-stride over q [rows, cols].
