@@ -145,6 +145,10 @@ int main(void) {
   CHECK(strstr(p_last_error(), "max_tokens") != NULL);
   CHECK(p_create(NULL, NULL, &bad) == LMX_STATUS_INVALID_ARGUMENT);
   CHECK(p_predict(NULL, "{}", &out) == LMX_STATUS_INVALID_ARGUMENT);
+  /* A failed call with a char** result still hands back an error body, which the caller frees. */
+  CHECK(out != NULL && strstr(out, "\"error\"") != NULL);
+  p_free_string(out);
+  out = NULL;
 
   st = p_create(model, "{\"option.max_tokens\": 256}", &g_handle);
   if (st != LMX_STATUS_OK) {
