@@ -268,6 +268,16 @@ def write_timeout(c, s):
 def accept_emfile(c, a):
     """accept() failing with EMFILE: the server backs off (little CPU), logs a few lines, and
     serves again once descriptors are free."""
+    if os.environ.get("LMX_SANITIZER_PASS"):
+        # scripts/sanitize.sh: the sanitizer runtime needs descriptors of its own. UBSan's vptr
+        # check probes memory through a pipe() before it reads the vtable of a type it has not
+        # cached yet; with no descriptor left the probe fails and a valid object is reported as
+        # "invalid vptr" (seen here in Boost.Beast's transfer_op; a ten-line program that uses up
+        # its descriptors before a virtual call gets the same report), and no suppression
+        # applies to it. A process held at its descriptor limit cannot be checked: this case runs
+        # in the plain build's e2e_http only.
+        print("SKIP accept_emfile: a sanitized server cannot run out of descriptors", flush=True)
+        return
     with Server(a.server, a.plugin, a.model_dir) as s:
         fds = len(os.listdir(f"/proc/{s.proc.pid}/fd"))
         limit = fds + 4
