@@ -17,7 +17,9 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -gline-tables-only' \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO='-O1 -gline-tables-only' \
   -DLMX_WITH_CUDA=OFF -DLMX_SANITIZE=ON -DLMX_WERROR=ON >/dev/null
+start=$SECONDS
 ninja -C build-asan
+build_s=$((SECONDS - start))
 
 # Reports go to files, one a process (REPORTS/report.PID), so that a report from a process whose
 # exit status a test does not look at (a server killed after a failed check, a child of mpirun)
@@ -39,7 +41,9 @@ export LMX_SANITIZER_PASS=1
 
 regex=${LMX_SANITIZE_TESTS:-'.'}
 status=0
+start=$SECONDS
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -R "$regex" || status=$?
+echo "sanitize: build ${build_s} s, tests $((SECONDS - start)) s"
 if compgen -G "$reports/report.*" >/dev/null; then
   for f in "$reports"/report.*; do
     echo "==== sanitizer report $f"

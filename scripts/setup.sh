@@ -19,7 +19,8 @@ packages=(
   python3-jinja2         # the chat-template differential test's oracle (never used at run time)
   python3-numpy          # scripts/perplexity_reference.py: the independent reference of lmx perplexity
   libopenmpi-dev openmpi-bin  # multi-process tensor-parallel ranks (mpirun), engine/parallel
-  clang libclang-rt-14-dev     # libFuzzer + ASan/UBSan for the fuzz targets (scripts/fuzz.sh)
+  clang libclang-rt-14-dev     # libFuzzer + ASan/UBSan: the fuzz targets (scripts/fuzz.sh) and
+  libomp-dev                   # the sanitizer build (scripts/sanitize.sh); clang's OpenMP
   debootstrap umoci skopeo     # the serving image without Docker (container/build-image.sh)
 )
 
