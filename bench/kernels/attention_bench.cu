@@ -12,10 +12,14 @@
 //   prefill: TFLOP/s = causal FLOPs (2 * 2 * heads * head_dim * n^2 / 2) / time, for one
 //            n-token prompt (n = 512, 4096) read back from the paged cache; against ~790 TFLOP/s
 //            (bf16 dense matmul measured on the H100 of the device machine).
+//   --gqa-sweep: only grouped-KV decode (issue 26): 4 and 8 query heads per kv head (32 / 8 and
+//            32 / 4), head_dim 64 and 128, contexts 2048 and 8192, batches 32, 256 and 512, over
+//            fp16, bf16 and fp8 (E4M3, fp16 queries) caches.
 // Times: CUDA events, 5 warm-up runs, median of 50.
-// Usage: lmx_bench_attention
+// Usage: lmx_bench_attention [--gqa-sweep]
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -74,11 +78,26 @@ __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {
   }
 }
 
+// E4M3 codes of values in +-[0.5, 1) (no NaN code).
+__global__ void fill_fp8_kernel(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    p[i] = uint8_t((x & 0x87u) | 0x30u);
+  }
+}
+
 template <typename T>
 T* alloc_random(size_t n, uint32_t seed) {
   T* p;
   CHECK(cudaMalloc(&p, n * sizeof(T)));
-  fill_kernel<<<1024, 256>>>(reinterpret_cast<uint16_t*>(p), n, seed);
+  if constexpr (sizeof(T) == 1)
+    fill_fp8_kernel<<<1024, 256>>>(reinterpret_cast<uint8_t*>(p), n, seed);
+  else
+    fill_kernel<<<1024, 256>>>(reinterpret_cast<uint16_t*>(p), n, seed);
   CHECK(cudaGetLastError());
   return p;
 }
@@ -138,13 +157,14 @@ std::string label(const Shape& s) {
 }
 
 // Shape s: Llama-2-7B (MHA) by default, or GQA (e.g. 32 / 8 as Llama-3-8B), ALiBi, head_dim 256.
-template <typename T>
+// C: the cache's element type (T, or E4M3 bytes with T queries).
+template <typename T, typename C = T>
 void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const Shape& s = {}) {
   std::mt19937 rng(batch * 7 + ctx);
   Cache c = make_cache(batch, ctx, rng, s);
   const size_t elems = c.tables.size() * kBlock * size_t(s.kv_heads) * s.dim;
-  T* k = alloc_random<T>(elems, 1);
-  T* v = alloc_random<T>(elems, 2);
+  C* k = alloc_random<C>(elems, 1);
+  C* v = alloc_random<C>(elems, 2);
   const int q_stride = (s.heads + 2 * s.kv_heads) * s.dim;
   T* q = alloc_random<T>(size_t(batch) * q_stride, 3);
   T* out;
@@ -159,9 +179,9 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const 
   if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
   const float scale = 1.0f / std::sqrt(float(s.dim));
   auto call = [&](cudaStream_t stream) {
-    lmx::kernels::cuda::paged_attention_decode<T>(q, q_stride, k, v, dt, ds, dp, out, batch,
-                                                  s.heads, scale, slopes, 0, c.layout, ctx, ws,
-                                                  ws_bytes, stream);
+    lmx::kernels::cuda::paged_attention_decode<T, C>(q, q_stride, k, v, dt, ds, dp, out, batch,
+                                                     s.heads, scale, slopes, 0, c.layout, ctx, ws,
+                                                     ws_bytes, stream);
   };
   const float ms = median_ms([&] { call(nullptr); });
   constexpr int kGraphCalls = 20;
@@ -178,7 +198,7 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const 
   CHECK(cudaGraphExecDestroy(exec));
   CHECK(cudaGraphDestroy(graph));
   CHECK(cudaStreamDestroy(stream));
-  const double bytes = 2.0 * batch * ctx * s.kv_heads * s.dim * sizeof(T);
+  const double bytes = 2.0 * batch * ctx * s.kv_heads * s.dim * sizeof(C);
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   std::printf(
       "decode   %-5s %-18s batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f "
@@ -233,7 +253,23 @@ void bench_prefill(const char* dtype, int n, const Shape& s = {}) {
 
 }  // namespace
 
-int main() {
+// Grouped-KV decode over the issue's grid (--gqa-sweep).
+void gqa_sweep(double copy) {
+  for (const Shape s : {Shape{32, 8, 128}, Shape{32, 4, 128}, Shape{32, 8, 64}, Shape{32, 4, 64}})
+    for (int ctx : {2048, 8192})
+      for (int batch : {32, 256, 512}) {
+        bench_decode<__half>("fp16", batch, ctx, copy, s);
+        bench_decode<__nv_bfloat16>("bf16", batch, ctx, copy, s);
+        bench_decode<__half, __nv_fp8_e4m3>("fp8", batch, ctx, copy, s);
+      }
+}
+
+int main(int argc, char** argv) {
+  const bool sweep = argc > 1 && std::string(argv[1]) == "--gqa-sweep";
+  if (argc > 1 && !sweep) {
+    std::fprintf(stderr, "usage: lmx_bench_attention [--gqa-sweep]\n");
+    return 2;
+  }
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
     std::fprintf(stderr, "no CUDA GPU: run on the device machine\n");
@@ -245,6 +281,10 @@ int main() {
   std::printf("device: %s, %d SMs; shape: %d heads / %d kv heads, head_dim %d, block %d\n",
               prop.name, prop.multiProcessorCount, llama.heads, llama.kv_heads, llama.dim, kBlock);
   const double copy = copy_bandwidth_gbs();
+  if (sweep) {
+    gqa_sweep(copy);
+    return 0;
+  }
   for (auto [b, ctx] : {std::pair{1, 512}, {1, 8192}, {32, 512}, {8, 4096}, {64, 1024}}) {
     bench_decode<__half>("fp16", b, ctx, copy);
     bench_decode<__nv_bfloat16>("bf16", b, ctx, copy);
