@@ -25,6 +25,11 @@ namespace lmx::kernels::cuda {
 template <typename T>
 void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
                         int cols, cudaStream_t stream);
+// The same into rows of q_ld >= cols codes, zeros past cols (the int8 GEMM's K padded:
+// kernels/w8a8.h's w8a8_padded).
+template <typename T>
+void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
+                        int cols, int q_ld, cudaStream_t stream);
 template <typename T>
 void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows, int cols,
                           cudaStream_t stream);

@@ -23,6 +23,11 @@ namespace lmx::kernels::cuda {
 
 class BucketTunedGemm;  // kernels/cuda/bucket_tuned_gemm.cuh
 
+// The row length of a W8A8 projection's int8 codes (weights and activations) for K input columns:
+// K rounded up to 4, the int8 GEMM's K (zero codes add nothing; a rank's slice of a small model,
+// stories260k's 172 / 2 = 86, is not a multiple of 4).
+constexpr int w8a8_padded(int K) { return (K + 3) / 4 * 4; }
+
 template <typename T>
 void w8a8_scale_epilogue(const int32_t* acc, const float* row_scale, const float* col_scale,
                          T* y, int M, int N, cudaStream_t stream);

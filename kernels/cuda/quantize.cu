@@ -151,6 +151,16 @@ void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* sc
 }
 
 template <typename T>
+void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
+                        int cols, int q_ld, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (q_ld < cols)
+    throw std::invalid_argument("quantize_rows_int8: q_ld " + std::to_string(q_ld) + " < cols " +
+                                std::to_string(cols));
+  launch_quantize_rows<T, Int8Code>(w, col_scale, q, scale, rows, cols, q_ld, stream);
+}
+
+template <typename T>
 void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols,
                         int codes_ld, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
@@ -171,6 +181,8 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
 
 #define LMX_INSTANTIATE(T)                                                                 \
   template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int,    \
+                                      cudaStream_t);                                       \
+  template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int, int, \
                                       cudaStream_t);                                       \
   template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t); \
   template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t);

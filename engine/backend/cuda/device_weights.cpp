@@ -47,9 +47,9 @@ struct Finisher {
     DeviceBuffer<float> smooth;  // s [in], applied by the quantizer
     const bool fp8 = L.quant.kind == QuantKind::Fp8;
     if (L.quant.kind == QuantKind::W8A8) {
-      if (L.in > quant::kW8A8MaxIn || !k::Int8Gemm::supported(int(L.in)))
-        throw_error("{}: {} input columns do not fit W8A8's int8 GEMM (a multiple of 4, at most {})",
-                    label, L.in, quant::kW8A8MaxIn);
+      if (L.in > quant::kW8A8MaxIn)
+        throw_error("{}: {} input columns do not fit W8A8's int8 GEMM (at most {})", label, L.in,
+                    quant::kW8A8MaxIn);
       if (L.quant.smooth) smooth = smoothing(L, label);
     } else if (!fp8 && L.quant.kind != QuantKind::W8A16PerChannel) {
       throw_error("{}: option.quantize={}{} has no CUDA kernels yet; {}use option.device=cpu",
@@ -63,9 +63,12 @@ struct Finisher {
                       : "");
     }
     // fp8: fp8_padded(out) rows of fp8_padded(in) codes (the FP8 GEMM's N and K), zero codes and
-    // scales past `out` and `in`.
+    // scales past `out` and `in`; W8A8: rows of w8a8_padded(in) codes (the int8 GEMM's K).
+    const bool w8a8 = L.quant.kind == QuantKind::W8A8;
     const size_t rows = fp8 ? size_t(k::fp8_padded(int(L.out))) : size_t(L.out);
-    const size_t row = fp8 ? size_t(k::fp8_padded(int(L.in))) : size_t(L.in);
+    const size_t row = fp8    ? size_t(k::fp8_padded(int(L.in)))
+                       : w8a8 ? size_t(k::w8a8_padded(int(L.in)))
+                              : size_t(L.in);
     L.q.values = DeviceBuffer<int8_t>(rows * row);
     L.q.scales = DeviceBuffer<float>(rows);
     count(L.q.values.bytes() + L.q.scales.bytes());
@@ -76,7 +79,7 @@ struct Finisher {
                                L.q.scales.get(), int(L.out), int(L.in), int(row), nullptr);
     } else {
       k::quantize_rows_int8<T>(weight, smooth.empty() ? nullptr : smooth.get(), L.q.values.get(),
-                               L.q.scales.get(), int(L.out), int(L.in), nullptr);
+                               L.q.scales.get(), int(L.out), int(L.in), int(row), nullptr);
     }
     LMX_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // before the T weight is freed
     LMX_CUDA_CHECK(cudaGetLastError());

@@ -21,20 +21,21 @@ class W8A8Linear {
   W8A8Linear(const kernels::cuda::GemmContext& gemm, size_t max_rows, size_t max_in,
              size_t max_out)
       : int8_(gemm.workspace(), gemm.workspace_bytes()),
-        xq_(max_rows * max_in),
+        xq_(max_rows * size_t(kernels::cuda::w8a8_padded(int(max_in)))),
         xs_(max_rows),
         acc_(max_rows * max_out) {}
 
   // y [M, L.out] = W8A8(x [M, L.in]), without the bias: x quantized per token (times L's 1/s when
-  // its smoothing is not in a norm), the int8 GEMM, the scales back to T.
+  // its smoothing is not in a norm) into rows of w8a8_padded(L.in) codes (the weight's: zeros
+  // past L.in), the int8 GEMM, the scales back to T.
   void run(const DeviceLinear<T>& L, const T* x, T* y, int M, cudaStream_t stream) {
     namespace k = kernels::cuda;
-    const int N = int(L.out), K = int(L.in);
-    if (size_t(M) * size_t(K) > xq_.size() || size_t(M) * size_t(N) > acc_.size())
+    const int N = int(L.out), K = int(L.in), Kp = kernels::cuda::w8a8_padded(K);
+    if (size_t(M) * size_t(Kp) > xq_.size() || size_t(M) * size_t(N) > acc_.size())
       throw_error("internal: a {} x {} x {} W8A8 step exceeds its scratch", M, N, K);
     k::quantize_rows_int8<T>(x, L.q.inv_smooth.empty() ? nullptr : L.q.inv_smooth.get(),
-                             xq_.get(), xs_.get(), M, K, stream);
-    int8_.run(xq_.get(), L.q.values.get(), acc_.get(), M, N, K, stream);
+                             xq_.get(), xs_.get(), M, K, Kp, stream);
+    int8_.run(xq_.get(), L.q.values.get(), acc_.get(), M, N, Kp, stream);
     k::w8a8_scale_epilogue<T>(acc_.get(), xs_.get(), L.q.scales.get(), y, M, N, stream);
   }
 
