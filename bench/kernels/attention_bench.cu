@@ -66,13 +66,18 @@ float median_ms(F&& f, int reps = 50) {
   return ms[reps / 2];
 }
 
+// A hash of element i: the random bits of the fills below.
+__device__ uint32_t element_bits(size_t i, uint32_t seed) {
+  uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+  x ^= x >> 15;
+  x *= 2246822519u;
+  return x ^ (x >> 13);
+}
+
 __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
+    const uint32_t x = element_bits(i, seed);
     // a finite value in [-1, 1) of both fp16 and bf16 layouts: small exponent, random mantissa
     p[i] = uint16_t((x & 0x8000u) | 0x3800u | (x & 0x03ffu));
   }
@@ -82,11 +87,7 @@ __global__ void fill_kernel(uint16_t* p, size_t n, uint32_t seed) {
 __global__ void fill_fp8_kernel(uint8_t* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
-    p[i] = uint8_t((x & 0x87u) | 0x30u);
+    p[i] = uint8_t((element_bits(i, seed) & 0x87u) | 0x30u);
   }
 }
 

@@ -4,10 +4,8 @@
 //  - Fp8Gemm (cuBLASLt FP8 with both scales in its epilogue) equals quant::cpu::fp8_linear within
 //    the sums' rounding and one rounding to T, at row counts from one to past a bucket edge, odd
 //    N, a Llama-2-7B shape, after tuning and without;
-//  - the skinny GEMV on E4M3 weights (plain, fp32 out, RMS input, residual add) equals the
-//    weights-only reference (16-bit activations times the dequantized E4M3 weights) within one
-//    rounding to T, for every row count it takes;
-//  - E4M3 weights whose K (or, for the GEMM, N) is not a multiple of 16 are refused, not misread.
+//  - a GEMM whose N or K is not a multiple of 16 is refused, not misread.
+// (The decode GEMV on E4M3 weights: tests/kernels/byte_weight_gemv_test.cu.)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -23,11 +21,10 @@
 
 #include "kernels/fp8_linear.h"
 #include "kernels/gemm.h"
-#include "kernels/kv_dtype.h"
-#include "kernels/norm.h"
 #include "kernels/quantize.h"
 #include "quant/fp8.h"
 #include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/quantized_weights.h"
 
 namespace lmx {
 namespace {
@@ -36,43 +33,6 @@ using test::Dev;
 using test::rel_l2;
 using test::Tol;
 namespace kc = kernels::cuda;
-
-constexpr float kEps = 1e-5f;
-
-// A weight quantized by the CPU reference: E4M3 codes, fp32 scales (one a row), as device buffers.
-struct Fp8Weight {
-  std::vector<uint8_t> codes;
-  std::vector<float> scales;
-  Dev<uint8_t> dq;
-  Dev<float> ds;
-  int N, K;
-  Fp8Weight(const std::vector<float>& w, int N, int K)
-      : codes(size_t(N) * K), scales(size_t(N)), dq(codes.size()), ds(scales.size()), N(N), K(K) {
-    quant::cpu::quantize_rows_e4m3("test weight", w.data(), N, K, codes.data(), scales.data());
-    cudaMemcpy(dq.p, codes.data(), codes.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(ds.p, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice);
-  }
-  quant::Fp8Weights ref() const { return {codes.data(), scales.data(), nullptr, N, K}; }
-  template <typename T>
-  kernels::LinearWeights<T> view(const T* bias = nullptr) const {
-    return {nullptr, bias, N, K, reinterpret_cast<const int8_t*>(dq.p), ds.p, /*e4m3=*/true};
-  }
-  // y [M, N] = x [M, K] · (e4m3(codes) * scales)^T (+ bias), fp64 sums: the GEMV's math (16-bit
-  // activations, weights dequantized exactly).
-  std::vector<float> weights_only(const std::vector<float>& x, int M,
-                                  const float* bias = nullptr) const {
-    std::vector<float> y(size_t(M) * N);
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) {
-        double acc = 0;
-        for (int k = 0; k < K; ++k)
-          acc += double(x[size_t(m) * K + k]) *
-                 kernels::cpu::decode_e4m3(codes[size_t(n) * K + k]);
-        y[size_t(m) * N + n] = float(acc * scales[size_t(n)] + (bias ? bias[n] : 0.0f));
-      }
-    return y;
-  }
-};
 
 template <typename T>
 class Fp8Cuda : public ::testing::Test {};
@@ -152,7 +112,7 @@ TYPED_TEST(Fp8Cuda, GemmMatchesTheReferenceLinear) {
   for (const Case c : {Case{1, 16, 16, false}, Case{9, 48, 4096, false}, Case{16, 1008, 512, true},
                        Case{17, 1008, 512, false}, Case{300, 96, 64, true},
                        Case{64, 4096, 4096, true}, Case{40, 256, 11008, false}}) {
-    const Fp8Weight w(test::randn<float>(size_t(c.N) * c.K, rng, 0.02f), c.N, c.K);
+    const test::Fp8Weight w(test::randn<float>(size_t(c.N) * c.K, rng, 0.02f), c.N, c.K);
     const auto x = test::randn<T>(size_t(c.M) * c.K, rng);
     std::vector<float> ref(size_t(c.M) * c.N);
     quant::cpu::fp8_linear(x.data(), w.ref(), ref.data(), c.M);
@@ -190,79 +150,6 @@ TYPED_TEST(Fp8Cuda, GemmRefusesNOrKNotAMultipleOf16) {
   Dev<T> y(32);
   EXPECT_THROW(gemm.run(xq.p, xs.p, wq.p, ws.p, y.p, 2, 16, 40, nullptr), std::invalid_argument);
   EXPECT_THROW(gemm.run(xq.p, xs.p, wq.p, ws.p, y.p, 2, 8, 48, nullptr), std::invalid_argument);
-}
-
-template <typename T>
-class Fp8GemvCuda : public ::testing::Test {};
-using HalfTypes = ::testing::Types<__half, __nv_bfloat16>;
-TYPED_TEST_SUITE(Fp8GemvCuda, HalfTypes);
-
-// (N, K), K % 16 == 0: one partial tile, a partial last k-step, Llama's o / down shapes.
-const std::vector<std::pair<int, int>> kShapes = {
-    {7, 48}, {33, 4112}, {1000, 512}, {4096, 4096}, {129, 11008}};
-
-TYPED_TEST(Fp8GemvCuda, SkinnyLinearMatchesTheWeightsOnlyReference) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
-  std::mt19937 rng(33);
-  for (auto [N, K] : kShapes) {
-    const Fp8Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-    for (int M = 1; M <= kc::kSkinnyMaxRows; ++M) {
-      const auto x = test::randn<T>(size_t(M) * K, rng);
-      const auto ref = w.weights_only(x, M);
-      Dev<T> dx(x.size()), dy(ref.size());
-      Dev<float> dy32(ref.size());
-      dx.upload(x);
-      kc::skinny_linear<T>(dx.p, w.view<T>(), dy.p, M, nullptr);
-      kc::skinny_linear_f32_out<T>(dx.p, w.view<T>(), dy32.p, M, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << M << "x" << N << "x" << K;
-      EXPECT_LT(rel_l2(dy32.download_f(), ref), 1e-5) << "fp32 out " << M << "x" << N << "x" << K;
-    }
-  }
-}
-
-TYPED_TEST(Fp8GemvCuda, RmsInputAndResidualAddOnE4m3Weights) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
-  std::mt19937 rng(34);
-  for (auto [N, K] : kShapes) {
-    const Fp8Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-    for (int M : {1, 3, kc::kSkinnyMaxRows}) {
-      // RMS input: a large mean makes an unnormalized result far off.
-      const auto x = test::randn<T>(size_t(M) * K, rng, 3.0f, 0.5f);
-      std::vector<float> ones(size_t(K), 1.0f), normed(x.size());
-      kernels::cpu::rms_norm(x.data(), ones.data(), normed.data(), M, K, kEps);
-      const auto ref = w.weights_only(normed, M);
-      Dev<T> dx(x.size()), dy(ref.size());
-      dx.upload(x);
-      kc::skinny_linear_rms<T>(dx.p, kEps, w.view<T>(), dy.p, M, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << "rms " << M << "x" << N << "x" << K;
-
-      // residual += x W^T + bias.
-      const auto bias = test::randn<T>(size_t(N), rng);
-      const auto residual = test::randn<T>(size_t(M) * N, rng, 4.0f);
-      auto sum = w.weights_only(x, M, bias.data());
-      for (size_t i = 0; i < sum.size(); ++i) sum[i] += residual[i];
-      Dev<T> db(bias.size()), dr(residual.size());
-      db.upload(bias);
-      dr.upload(residual);
-      kc::skinny_linear_add<T>(dx.p, w.view<T>(db.p), dr.p, M, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_LT(rel_l2(dr.download_f(), sum), Tol<T>::rel) << "add " << M << "x" << N << "x" << K;
-    }
-  }
-}
-
-TYPED_TEST(Fp8GemvCuda, RefusesE4m3WeightsWithKNotAMultipleOf16) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
-  Dev<T> x(40), y(8);
-  Dev<int8_t> q(8 * 40);
-  Dev<float> s(8);
-  const kernels::LinearWeights<T> w{nullptr, nullptr, 8, 40, q.p, s.p, /*e4m3=*/true};
-  EXPECT_THROW(kc::skinny_linear<T>(x.p, w, y.p, 1, nullptr), std::invalid_argument);
 }
 
 }  // namespace

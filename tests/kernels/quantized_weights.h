@@ -1,0 +1,82 @@
+// Weights quantized by the CPU reference with device copies of their codes and scales, for the
+// CUDA tests of one-byte weights: int8 per output channel (quant/int8.h, dynamic_int8) and E4M3
+// per output channel (quant/fp8.h). Each gives the kernels' view of itself and the weights-only
+// reference y = x · dequant(W)^T (+ bias): the decode GEMV's arithmetic (activations unquantized).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kv_dtype.h"
+#include "kernels/linear.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace lmx::test {
+
+struct Int8Weight {
+  static constexpr const char* kName = "int8";
+  static constexpr bool kE4m3 = false;
+  int N, K;
+  std::vector<int8_t> values;
+  std::vector<float> scales;
+  Dev<int8_t> dq;
+  Dev<float> ds;
+  Int8Weight(const std::vector<float>& w, int N, int K)
+      : N(N), K(K), values(size_t(N) * K), scales(size_t(N)), dq(values.size()), ds(scales.size()) {
+    quant::cpu::quantize_int8("test weight", w.data(), N, K, K, values.data(), scales.data());
+    cudaMemcpy(dq.p, values.data(), values.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(ds.p, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  quant::W8A16Weights ref(const float* bias = nullptr) const {
+    return {values.data(), scales.data(), bias, N, K, K};
+  }
+  template <typename T>
+  kernels::LinearWeights<T> view(const T* bias = nullptr) const {
+    return {nullptr, bias, N, K, dq.p, ds.p};
+  }
+  std::vector<float> weights_only(const std::vector<float>& x, int M,
+                                  const float* bias = nullptr) const {
+    std::vector<float> y(size_t(M) * N);
+    quant::cpu::w8a16_linear(x.data(), ref(bias), y.data(), M);
+    return y;
+  }
+};
+
+struct Fp8Weight {
+  static constexpr const char* kName = "E4M3";
+  static constexpr bool kE4m3 = true;
+  int N, K;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  Dev<uint8_t> dq;
+  Dev<float> ds;
+  Fp8Weight(const std::vector<float>& w, int N, int K)
+      : N(N), K(K), codes(size_t(N) * K), scales(size_t(N)), dq(codes.size()), ds(scales.size()) {
+    quant::cpu::quantize_rows_e4m3("test weight", w.data(), N, K, codes.data(), scales.data());
+    cudaMemcpy(dq.p, codes.data(), codes.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(ds.p, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  quant::Fp8Weights ref() const { return {codes.data(), scales.data(), nullptr, N, K}; }
+  template <typename T>
+  kernels::LinearWeights<T> view(const T* bias = nullptr) const {
+    return {nullptr, bias, N, K, reinterpret_cast<const int8_t*>(dq.p), ds.p, /*e4m3=*/true};
+  }
+  // fp64 sums of x times the exactly decoded codes, then the row scale.
+  std::vector<float> weights_only(const std::vector<float>& x, int M,
+                                  const float* bias = nullptr) const {
+    std::vector<float> y(size_t(M) * N);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int k = 0; k < K; ++k)
+          acc += double(x[size_t(m) * K + k]) *
+                 kernels::cpu::decode_e4m3(codes[size_t(n) * K + k]);
+        y[size_t(m) * N + n] = float(acc * scales[size_t(n)] + (bias ? bias[n] : 0.0f));
+      }
+    return y;
+  }
+};
+
+}  // namespace lmx::test
