@@ -32,6 +32,7 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.output_formatter") return to_string(c.output_formatter);
   if (key == "option.trust_remote_code") return c.trust_remote_code;
   if (key == "option.model_loading_timeout") return c.model_loading_timeout_s;
+  if (key == "option.request_timeout") return c.request_timeout_s;
   if (key == "option.chat_template")
     return c.chat_template.empty() ? json() : json(c.chat_template);
   if (key == "option.tool_call_parser")

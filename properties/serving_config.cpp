@@ -58,6 +58,7 @@ const std::vector<std::string> kKnownKeys = {
     "option.output_formatter",
     "option.trust_remote_code",
     "option.model_loading_timeout",
+    "option.request_timeout",
     "option.chat_template",
     "option.tool_call_parser",
     "option.max_stream_buffer_bytes",
@@ -611,6 +612,7 @@ class Resolver {
     }
 
     int_key("option.model_loading_timeout", cfg_.model_loading_timeout_s, 1);
+    int_key("option.request_timeout", cfg_.request_timeout_s, 0);
     int_key("option.max_stream_buffer_bytes", cfg_.max_stream_buffer_bytes, 1);
     int_key("chunked_read_timeout", cfg_.chunked_read_timeout_s, 1);
     // DJL's timeout for the next chunk of a streamed response: lmx-server does not implement it,

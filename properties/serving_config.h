@@ -53,6 +53,9 @@ struct ServingConfig {
   OutputFormatter output_formatter = OutputFormatter::Json;
   bool trust_remote_code = false;  // accepted; meaningless here (no Python, no remote code)
   int model_loading_timeout_s = 1800;
+  // Each request's deadline from its arrival (waiting included), in seconds; 0 = none. A request
+  // past it ends with an error naming the key and its KV blocks are freed (engine/api/engine.h).
+  int request_timeout_s = 0;
   std::string chat_template;     // a template file overriding the model's ("" = the model's)
   std::string tool_call_parser;  // hermes | llama3_json | mistral ("" = from the template)
   // The plugin's bound on one streaming request's chunks waiting for a slow stream callback;

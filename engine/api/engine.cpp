@@ -14,6 +14,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -207,6 +208,11 @@ class EngineImpl final : public Engine {
     sr.id = id;
     incoming_.push_back({id, std::move(sr), p.stop_sequences, std::move(on_update), Clock::now()});
     live_.insert(id);
+    if (config_.request_timeout_s > 0) {
+      const auto deadline = Clock::now() + std::chrono::seconds(config_.request_timeout_s);
+      deadlines_.emplace(deadline, id);
+      deadline_of_.emplace(id, deadline);
+    }
     ++requests_total_;
     wake_.notify_one();
     return id;
@@ -238,6 +244,7 @@ class EngineImpl final : public Engine {
             {"quantization", model_.quantization},
             {"preemptions", stats_.preemptions},
             {"requests_total", requests_total_},
+            {"timed_out_total", timed_out_total_},
             {"tokens_generated", tokens_generated_},
             {"non_finite_logits_total", non_finite_logits_total_.load()},
             {"tokens_per_second", recent_tokens_per_second()},
@@ -296,6 +303,47 @@ class EngineImpl final : public Engine {
   void forget(uint64_t id) {
     std::lock_guard lock(mutex_);
     live_.erase(id);
+    drop_deadline(id);
+  }
+
+  // option.request_timeout: the deadlines of live requests, earliest first. mutex_ held.
+  void drop_deadline(uint64_t id) {
+    auto it = deadline_of_.find(id);
+    if (it == deadline_of_.end()) return;
+    deadlines_.erase({it->second, id});
+    deadline_of_.erase(it);
+  }
+
+  std::optional<Clock::time_point> next_deadline() const {  // mutex_ held
+    if (deadlines_.empty()) return {};
+    return deadlines_.begin()->first;
+  }
+
+  bool deadline_passed() const {  // mutex_ held
+    return !deadlines_.empty() && deadlines_.begin()->first <= Clock::now();
+  }
+
+  // The requests past their deadline, taken out of the deadline set. mutex_ held.
+  std::unordered_set<uint64_t> take_expired() {
+    std::unordered_set<uint64_t> expired;
+    const auto now = Clock::now();
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      const uint64_t id = deadlines_.begin()->second;
+      deadlines_.erase(deadlines_.begin());
+      deadline_of_.erase(id);
+      expired.insert(id);
+    }
+    return expired;
+  }
+
+  std::string timeout_message(uint64_t id) const {
+    auto it = active_.find(id);
+    const int generated = it == active_.end() ? 0 : it->second.generated;
+    return fmt::format(
+        "the request timed out: it ran past option.request_timeout={} s (from its arrival, "
+        "waiting included) after {} generated tokens; it was stopped and its KV cache blocks "
+        "freed",
+        config_.request_timeout_s, generated);
   }
 
   // Updates go to the delivery thread, which runs the callbacks in order while the worker
@@ -352,15 +400,19 @@ class EngineImpl final : public Engine {
     std::unique_lock lock(mutex_);
     for (;;) {
       const bool running = scheduler_.has_work();
-      if (stopping_ || !cancels_.empty() || running) break;
+      if (stopping_ || !cancels_.empty() || running || deadline_passed()) break;
+      std::optional<Clock::time_point> wake_at = next_deadline();
       if (!incoming_.empty()) {
         if (!dynamic_batching()) break;
         const auto deadline = batch_deadline();
         if (!deadline || Clock::now() >= *deadline) break;
-        wake_.wait_until(lock, *deadline);
-        continue;
+        if (!wake_at || *deadline < *wake_at) wake_at = deadline;
       }
-      wake_.wait(lock);
+      if (wake_at) {
+        wake_.wait_until(lock, *wake_at);
+      } else {
+        wake_.wait(lock);
+      }
     }
     std::deque<Pending> incoming;
     if (!dynamic_batching()) {
@@ -373,9 +425,10 @@ class EngineImpl final : public Engine {
     }
     std::unordered_set<uint64_t> cancels;
     cancels.swap(cancels_);
-    std::deque<Pending> held_cancelled;  // cancelled while waiting for their batch
+    const std::unordered_set<uint64_t> expired = take_expired();
+    std::deque<Pending> held_cancelled;  // cancelled or expired while waiting for their batch
     for (auto it = incoming_.begin(); it != incoming_.end();) {
-      if (cancels.count(it->id)) {
+      if (cancels.count(it->id) || expired.count(it->id)) {
         held_cancelled.push_back(std::move(*it));
         it = incoming_.erase(it);
       } else {
@@ -397,6 +450,17 @@ class EngineImpl final : public Engine {
     for (uint64_t id : cancels) {
       scheduler_.remove(id);
       finish(id, FinishReason::Cancelled);
+    }
+    for (uint64_t id : expired) {
+      if (!active_.count(id)) continue;  // finished (or cancelled) in the meantime
+      scheduler_.remove(id);  // frees its KV blocks now
+      const std::string why = timeout_message(id);
+      lmx::logger().info("request {}: {}", id, why);
+      {
+        std::lock_guard relock(mutex_);
+        ++timed_out_total_;  // before the final update: whoever has it sees the count
+      }
+      finish(id, FinishReason::Error, why);
     }
     return !(stopping && !scheduler_.has_work() && incoming_empty());
   }
@@ -535,6 +599,9 @@ class EngineImpl final : public Engine {
   int waiting_snapshot_ = 0;
   SchedulerStats stats_;
   long requests_total_ = 0;
+  long timed_out_total_ = 0;  // requests ended by option.request_timeout
+  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;  // option.request_timeout
+  std::unordered_map<uint64_t, Clock::time_point> deadline_of_;
   long tokens_generated_ = 0;
   std::atomic<long> non_finite_logits_total_{0};  // requests failed by non-finite logits
   std::deque<std::pair<Clock::time_point, long>> recent_steps_;

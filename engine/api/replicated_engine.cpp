@@ -66,7 +66,7 @@ class ReplicatedEngine final : public Engine {
     for (const auto& e : replicas_) each.push_back(e->stats());
     for (const char* key : {"running", "waiting", "kv_blocks_used", "kv_blocks_free",
                             "preemptions", "requests_total", "tokens_generated",
-                            "tokens_per_second", "non_finite_logits_total"}) {
+                            "tokens_per_second", "non_finite_logits_total", "timed_out_total"}) {
       double sum = 0;
       for (const auto& s : each) sum += s.value(key, 0.0);
       out[key] = out[key].is_number_integer() ? nlohmann::json(int64_t(sum)) : nlohmann::json(sum);

@@ -64,6 +64,7 @@ TEST(ServingConfig, LmiDefaultsWithoutAnyConfiguration) {
   EXPECT_EQ(c.output_formatter, OutputFormatter::Json);
   EXPECT_FALSE(c.trust_remote_code);
   EXPECT_EQ(c.model_loading_timeout_s, 1800);
+  EXPECT_EQ(c.request_timeout_s, 0);  // no deadline unless asked for
   EXPECT_EQ(c.max_stream_buffer_bytes, 1 << 20);
   EXPECT_EQ(c.job_queue_size, 1000);
   EXPECT_EQ(c.batch_size, 1);
@@ -493,5 +494,30 @@ TEST(ServingConfig, MaxStreamBufferBytes) {
   } catch (const lmx::Error& e) {
     EXPECT_TRUE(contains(e.what(), "invalid value '0' for option.max_stream_buffer_bytes"));
     EXPECT_TRUE(contains(e.what(), "an integer >= 1"));
+  }
+}
+
+// Each request's deadline (engine/api/engine.h): from the file or OPTION_REQUEST_TIMEOUT, 0 = none,
+// reported by lmx config like every key.
+TEST(ServingConfig, RequestTimeout) {
+  TempModelDir dir("option.request_timeout=30\n");
+  const ServingConfig c = load(dir);
+  EXPECT_EQ(c.request_timeout_s, 30);
+  const auto entry = to_json(c)["settings"]["option.request_timeout"];
+  EXPECT_EQ(entry["value"], 30);
+  EXPECT_EQ(entry["source"], "file");
+  EXPECT_TRUE(entry["takes_effect"]);
+  TempModelDir plain;
+  const ServingConfig from_env = load(plain, {{"OPTION_REQUEST_TIMEOUT", "7"}});
+  EXPECT_EQ(from_env.request_timeout_s, 7);
+  EXPECT_EQ(from_env.source_of("option.request_timeout").name, "OPTION_REQUEST_TIMEOUT");
+  EXPECT_EQ(to_json(load(plain))["settings"]["option.request_timeout"]["value"], 0);
+  TempModelDir bad("option.request_timeout=ten\n");
+  try {
+    load(bad);
+    FAIL() << "accepted 'ten'";
+  } catch (const lmx::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "invalid value 'ten' for option.request_timeout")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "an integer >= 0")) << e.what();
   }
 }

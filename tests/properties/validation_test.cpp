@@ -78,6 +78,8 @@ const std::vector<BadValue> kBadValues = {
     {"option.trust_remote_code", "maybe", "true, false"},
     {"option.model_loading_timeout", "0", "an integer >= 1"},
     {"option.model_loading_timeout", "30m", "an integer >= 1"},
+    {"option.request_timeout", "-1", "an integer >= 0"},
+    {"option.request_timeout", "1.5s", "an integer >= 0"},
     {"job_queue_size", "0", "an integer >= 1"},
     {"batch_size", "0", "an integer from 1 to"},
     {"max_batch_delay", "-1", "an integer >= 0"},

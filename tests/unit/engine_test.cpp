@@ -318,5 +318,74 @@ TEST(EngineQueue, FullQueueIsRejectedAndShutdownDrains) {
   EXPECT_THROW(engine->enqueue(greedy("x", 1), [](const RequestUpdate&) {}), EngineUnavailableError);
 }
 
+// option.request_timeout: a request past its deadline (waiting included) ends within a step with
+// an error naming the key, whether it runs or waits; its KV blocks are freed, and requests that
+// finish in time are untouched.
+TEST(EngineTimeout, ExpiredRequestsEndWithAnErrorNamingTheKeyAndFreeTheirBlocks) {
+  using Clock = std::chrono::steady_clock;
+  auto engine = Engine::create(config({{"OPTION_REQUEST_TIMEOUT", "1"},
+                                       {"OPTION_MAX_ROLLING_BATCH_SIZE", "32"},
+                                       {"SERVING_JOB_QUEUE_SIZE", "1000"}}));
+  constexpr int kRequests = 160, kTokens = 480;  // far more work than 1 s on any CPU
+  std::vector<std::unique_ptr<Collector>> cs;
+  std::vector<Clock::time_point> sent;
+  for (int i = 0; i < kRequests; ++i) {
+    cs.push_back(std::make_unique<Collector>());
+    EngineRequest r = greedy("Once upon a time " + std::to_string(i), kTokens);
+    r.params.ignore_eos = true;
+    sent.push_back(Clock::now());
+    engine->enqueue(std::move(r), cs.back()->callback());
+  }
+  int completed = 0, timed_out = 0, timed_out_running = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    const RequestUpdate last = cs[size_t(i)]->wait();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - sent[size_t(i)]).count();
+    if (last.finish_status == FinishStatus::Length) {
+      EXPECT_EQ(last.generated_tokens, kTokens);
+      ++completed;
+      continue;
+    }
+    ASSERT_EQ(last.finish_status, FinishStatus::Error) << "request " << i << ": " << last.error;
+    EXPECT_NE(last.error.find("the request timed out: it ran past option.request_timeout=1 s"),
+              std::string::npos) << last.error;
+    EXPECT_LT(elapsed, 3.0) << "request " << i << " ended " << elapsed << " s after it was sent";
+    EXPECT_LT(last.generated_tokens, kTokens);
+    ++timed_out;
+    if (last.generated_tokens > 0) ++timed_out_running;
+  }
+  EXPECT_GT(timed_out, 0);
+  EXPECT_GT(timed_out_running, 0) << "some request should have been stopped while running";
+  EXPECT_EQ(completed + timed_out, kRequests);
+  const auto stats = engine->stats();
+  EXPECT_EQ(stats["timed_out_total"], timed_out);
+  EXPECT_EQ(stats["kv_blocks_used"], 0) << stats.dump();
+  EXPECT_EQ(stats["running"], 0);
+  EXPECT_EQ(stats["waiting"], 0);
+  // The engine still serves: a short request now is well within its deadline.
+  Collector c;
+  engine->enqueue(greedy("Once upon a time", 8), c.callback());
+  EXPECT_EQ(c.wait().finish_status, FinishStatus::Length);
+}
+
+// Under dynamic batching (rolling_batch=disable) a request held for its batch expires too.
+TEST(EngineTimeout, ExpiresWhileHeldForTheBatch) {
+  auto engine = Engine::create(config({{"OPTION_REQUEST_TIMEOUT", "1"},
+                                       {"OPTION_ROLLING_BATCH", "disable"},
+                                       {"SERVING_BATCH_SIZE", "4"},
+                                       {"SERVING_MAX_BATCH_DELAY", "5000"}}));
+  const auto start = std::chrono::steady_clock::now();
+  Collector c;
+  engine->enqueue(greedy("Once upon a time", 8), c.callback());  // waits for 3 more, 5 s at most
+  const RequestUpdate last = c.wait();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(last.finish_status, FinishStatus::Error);
+  EXPECT_NE(last.error.find("option.request_timeout=1 s"), std::string::npos) << last.error;
+  EXPECT_EQ(last.generated_tokens, 0);
+  EXPECT_GT(elapsed, 0.9);
+  EXPECT_LT(elapsed, 3.0);
+  EXPECT_EQ(engine->stats()["timed_out_total"], 1);
+}
+
 }  // namespace
 }  // namespace lmx
