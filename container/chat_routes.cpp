@@ -278,6 +278,7 @@ void start_choices(const std::shared_ptr<HttpSession>& session, const std::share
       // their final chunks still come and are ignored.
       run->answered = true;
       run->cancel_all();
+      count_rejection(s, r.status);
       int code = http_status_of(r.status);
       return s.respond(code, error_body(code, r.error, r.field));
     }

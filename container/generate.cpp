@@ -19,13 +19,22 @@ namespace lmx::server {
 namespace http = boost::beast::http;
 using nlohmann::json;
 
+void count_rejection(HttpSession& s, int32_t status) {
+  if (status == LMX_STATUS_QUEUE_FULL) s.ctx().metrics.rejected(Metrics::Rejection::QueueFull);
+  if (status == LMX_STATUS_UNAVAILABLE)
+    s.ctx().metrics.rejected(s.ctx().draining ? Metrics::Rejection::Draining
+                                              : Metrics::Rejection::NotReady);
+}
+
 bool check_ready(HttpSession& s) {
   Model& m = *s.ctx().model;
   if (s.ctx().draining) {
+    s.ctx().metrics.rejected(Metrics::Rejection::Draining);
     s.respond(503, error_body(503, "server is shutting down"));
     return false;
   }
   if (m.state() != ModelState::Ready) {
+    s.ctx().metrics.rejected(Metrics::Rejection::NotReady);
     json body =
         json::parse(error_body(503, std::string("model is ") + model_state_name(m.state())));
     body["state"] = model_state_name(m.state());
@@ -75,6 +84,7 @@ std::shared_ptr<StreamJob> start_job(const std::shared_ptr<HttpSession>& session
   auto r = StreamJob::start(*session->ctx().model, session->executor(), request_json,
                             std::move(on_chunk));
   if (!r.job) {
+    count_rejection(*session, r.status);
     int code = http_status_of(r.status);
     session->respond(code, error_body(code, r.error, r.field));
     return nullptr;
@@ -154,6 +164,7 @@ void run_batch(const std::shared_ptr<HttpSession>& session, const json& request,
       for (auto& weak : batch->jobs) {
         if (auto job = weak.lock()) job->cancel();
       }
+      count_rejection(s, r.status);
       int code = http_status_of(r.status);
       return s.respond(code, error_body(code, r.error, r.field));
     }

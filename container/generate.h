@@ -3,6 +3,7 @@
 // as one stream per input, so a client that disconnects cancels all of its generations.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 namespace lmx::server {
@@ -16,5 +17,9 @@ void handle_openai(const std::shared_ptr<HttpSession>& session);
 
 // False (and answered 503) unless the model is ready and the server is not draining.
 bool check_ready(HttpSession& s);
+
+// Counts a generation the plugin refused with a 503 status (queue full, unavailable) in
+// lmx_rejected_total; other statuses are not rejections.
+void count_rejection(HttpSession& s, int32_t plugin_status);
 
 }  // namespace lmx::server

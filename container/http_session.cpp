@@ -168,6 +168,9 @@ void HttpSession::respond(int status, std::string body, const std::string& conte
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, content_type);
   if (!allow.empty()) res.set(http::field::allow, allow);
+  // Every 503 (queue full, model loading, draining) is temporary: a client or load balancer
+  // may try again after a second (RFC 9110 10.2.3).
+  if (status == 503) res.set(http::field::retry_after, "1");
   if (ctx_.draining) keep_alive_ = false;
   res.keep_alive(keep_alive_);
   res.body() = std::move(body);

@@ -75,6 +75,17 @@ std::string Metrics::render(const nlohmann::json& engine, const std::string& mod
   out += "# HELP lmx_cancelled_total Generations cancelled because the client went away.\n";
   out += "# TYPE lmx_cancelled_total counter\n";
   out += fmt::format("lmx_cancelled_total {}\n", cancelled_.load());
+  out += "# HELP lmx_rejected_total Generation requests refused with 503 (and Retry-After): "
+         "queue_full (job_queue_size requests already wait), not_ready (model loading or "
+         "failed), draining (shutting down).\n";
+  out += "# TYPE lmx_rejected_total counter\n";
+  const char* reasons[] = {"queue_full", "not_ready", "draining"};
+  for (size_t i = 0; i < rejected_.size(); ++i)
+    out += fmt::format("lmx_rejected_total{{reason=\"{}\"}} {}\n", reasons[i], rejected_[i].load());
+  out += "# HELP lmx_timed_out_total Requests ended by option.request_timeout (their KV blocks "
+         "freed).\n";
+  out += "# TYPE lmx_timed_out_total counter\n";
+  out += fmt::format("lmx_timed_out_total {}\n", number(engine, "timed_out_total"));
   out += "# HELP lmx_requests_in_flight HTTP requests being answered now.\n";
   out += "# TYPE lmx_requests_in_flight gauge\n";
   out += fmt::format("lmx_requests_in_flight {}\n", in_flight_.load());

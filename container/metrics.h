@@ -33,6 +33,9 @@ class Metrics {
   void first_token(double seconds);
   void tokens(int64_t prompt, int64_t generated);
   void stream_cancelled() { cancelled_.fetch_add(1); }
+  // A generation request refused with 503 before it reached the engine's queue, or by it.
+  enum class Rejection { QueueFull, NotReady, Draining };
+  void rejected(Rejection why) { rejected_[static_cast<size_t>(why)].fetch_add(1); }
   std::atomic<int64_t>& in_flight() { return in_flight_; }
   std::atomic<int64_t>& open_connections() { return open_connections_; }
 
@@ -47,6 +50,7 @@ class Metrics {
   std::atomic<int64_t> prompt_tokens_{0};
   std::atomic<int64_t> generated_tokens_{0};
   std::atomic<int64_t> cancelled_{0};
+  std::array<std::atomic<int64_t>, 3> rejected_{};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> open_connections_{0};
 };

@@ -1,6 +1,7 @@
 """lmx-server over the fake-engine plugin (tests/plugin/fake_engine.cpp): the failures a real
 model cannot be made to produce on demand. A model error before the first token is a 424; after
-it, the stream ends with finish_reason "error"; a full queue is a 503; output_formatter=sse
+it, the stream ends with finish_reason "error"; a full queue is a 503 with Retry-After, counted in
+/metrics (lmx_rejected_total{reason="queue_full"}); output_formatter=sse
 streams SSE; stop sequences never leak; /ping reports a model that failed to load."""
 import json
 import subprocess
@@ -13,6 +14,14 @@ from harness import Checks, Server, args_from_argv, http
 def post(url, body):
     return http("POST", url + "/invocations", json.dumps(body),
                 {"Content-Type": "application/json"})
+
+
+def rejected(url, reason):
+    _, _, body = http("GET", url + "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(f'lmx_rejected_total{{reason="{reason}"}} '):
+            return float(line.split()[-1])
+    return None
 
 
 def main():
@@ -36,7 +45,9 @@ def main():
                        for x in body.decode().splitlines() if x)
         c.check(text == " t0 t1 t2", f"stop in stream {text!r}")
 
-        # Queue full: 2 slow requests hold the queue, a third gets 503.
+        # Queue full: 2 slow requests hold the queue, a third gets 503 (and so does a list, a
+        # stream and an OpenAI request), each with Retry-After and counted in /metrics.
+        c.check(rejected(s.url, "queue_full") == 0, "no rejection counted before")
         results = []
         threads = [threading.Thread(target=lambda: results.append(
             post(s.url, {"inputs": "SLOW", "parameters": {"max_new_tokens": 20}})[0]))
@@ -44,8 +55,17 @@ def main():
         for t in threads:
             t.start()
         time.sleep(0.3)
-        st, _, body = post(s.url, {"inputs": "x"})
+        st, h, body = post(s.url, {"inputs": "x"})
         c.check(st == 503 and b"queue" in body, f"queue full {st} {body}")
+        c.check(h.get("Retry-After") == "1", f"queue full: Retry-After {h}")
+        c.check(json.loads(body).get("code") == 503, f"queue full: JSON error body {body}")
+        st, h, body = post(s.url, {"inputs": "x", "stream": True})
+        c.check(st == 503 and h.get("Retry-After") == "1", f"stream, queue full {st} {h} {body}")
+        st, h, body = http("POST", s.url + "/v1/completions", json.dumps({"prompt": "x"}),
+                           {"Content-Type": "application/json"})
+        c.check(st == 503 and h.get("Retry-After") == "1", f"openai, queue full {st} {h} {body}")
+        c.check(rejected(s.url, "queue_full") == 3,
+                f"3 rejections counted, not {rejected(s.url, 'queue_full')}")
         for t in threads:
             t.join()
         c.check(results == [200, 200], f"slow ones answered {results}")
@@ -71,8 +91,10 @@ def main():
             pass
         time.sleep(0.1)
     c.check(st == 503 and json.loads(body)["state"] == "failed", f"failed model ping {st} {body}")
-    st, _, body = post(s.url, {"inputs": "x"})
+    st, h, body = post(s.url, {"inputs": "x"})
     c.check(st == 503 and json.loads(body)["state"] == "failed", f"generate on failed {st} {body}")
+    c.check(h.get("Retry-After") == "1", f"503 of a failed model: Retry-After {h}")
+    c.check(rejected(s.url, "not_ready") == 1, "the refusal counted as not_ready")
     s.stop()
     c.done()
 
