@@ -557,6 +557,13 @@ class EngineImpl final : public Engine {
         }
       }
       const auto step_end = Clock::now();
+      {
+        // The counters as the step left them (finished sequences' blocks freed) before any
+        // final update goes out: a client that has its answer never sees its blocks in use.
+        std::lock_guard lock(mutex_);
+        stats_ = scheduler_.stats();
+        waiting_snapshot_ = stats_.waiting;
+      }
       for (const TokenOutput& out : outputs) emit(out);
       trace_step(step_start, step_end);
       std::lock_guard lock(mutex_);
