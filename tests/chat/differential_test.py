@@ -2,8 +2,8 @@
 """Differential test of LMX's chat-template engine against jinja2 configured as transformers 5.17
 configures it (scripts/render_chat_reference.py). Renders every real template fetched by
 scripts/fetch_chat_templates.sh over every conversation in tests/chat/cases/ with
-`lmx render-chat --json` and with the reference, and requires byte-identical text; where jinja2
-raises, LMX must fail too (with raise_exception's message verbatim when the template raised).
+`lmx render-chat --batch` (one process a core) and with the reference, and requires
+byte-identical text; where jinja2 raises, LMX must fail too (with raise_exception's message verbatim when the template raised).
 
 usage: differential_test.py --lmx PATH [--templates DIR] [--cases DIR] [--only NAME] [-v]
 Exit 0 when every rendering agrees (or is listed in KNOWN_UNSUPPORTED with a reason)."""
@@ -83,28 +83,54 @@ def model_dirs(tokenizer_cache):
     return dirs
 
 
-def run_lmx(lmx, template, case_path, case, tmp, extra_args=()):
-    # template: a .jinja file (--template), or a model directory (--model)
-    cmd = [lmx, "render-chat", "--model" if os.path.isdir(template) else "--template", template, "--json",
-           *extra_args]
-    name = os.path.basename(case_path)[:-5]
-    for key, flag in (("messages", "--messages"), ("tools", "--tools"), ("documents", "--documents")):
+def lmx_request(template, case):
+    """The `lmx render-chat --batch` line of one rendering: template is a .jinja file or a model
+    directory; the case's messages, tools, documents, add_generation_prompt and variables."""
+    r = {"model" if os.path.isdir(template) else "template": template}
+    for key in ("messages", "tools", "documents"):
         if key in case:
-            cmd += [flag, os.path.join(tmp, f"{name}.{key}.json")]
+            r[key] = case[key]
     if case.get("add_generation_prompt"):
-        cmd.append("--add-generation-prompt")
-    for k, v in case.get("variables", {}).items():
-        cmd += ["--var", f"{k}={json.dumps(v, ensure_ascii=False)}"]
-    p = subprocess.run(cmd, capture_output=True, timeout=60)
-    if p.returncode == 0:
-        return {"text": json.loads(p.stdout.decode("utf-8"))["text"]}
-    err = p.stderr.decode("utf-8", "replace")
-    if err.endswith("\n"):
-        err = err[:-1]
-    marker = "lmx render-chat: template error: "
-    if p.returncode != 1 or not err.startswith(marker) or "\n" in err:
-        return {"crash": f"exit {p.returncode}: {err[-500:]}"}
-    return {"error": err[len(marker):]}
+        r["add_generation_prompt"] = True
+    if case.get("variables"):
+        r["variables"] = case["variables"]
+    return r
+
+
+def render_batch(lmx, requests, now=None, workers=None):
+    """Renders every request with `lmx render-chat --batch`, the list dealt over `workers`
+    processes. Results in order: {"text": ...}, {"error": message} (the template failed) or
+    {"crash": ...} (anything else: a bad request, a process that failed or answered short)."""
+    workers = max(1, min(workers or max(2, os.cpu_count() or 2), len(requests)))
+    results = [None] * len(requests)
+
+    def run(part):
+        indices = list(range(part, len(requests), workers))
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8", delete=False) as f:
+            for i in indices:
+                f.write(json.dumps(requests[i], ensure_ascii=False) + "\n")
+            path = f.name
+        try:
+            cmd = [lmx, "render-chat", "--batch", path] + (["--now", now] if now else [])
+            p = subprocess.run(cmd, capture_output=True, timeout=900)
+        finally:
+            os.unlink(path)
+        # One answer a "\n" (not str.splitlines: texts hold U+2028 and other line breaks raw).
+        out = p.stdout.decode("utf-8")
+        lines = out[:-1].split("\n") if out.endswith("\n") else ([out] if out else [])
+        if p.returncode != 0 or len(lines) != len(indices):
+            err = p.stderr.decode("utf-8", "replace")[-500:]
+            for i in indices:
+                results[i] = {"crash": f"exit {p.returncode}, {len(lines)} of {len(indices)} answers: {err}"}
+            return
+        for i, line in zip(indices, lines):
+            got = json.loads(line)
+            results[i] = ({"text": got["text"]} if "text" in got else
+                          {"error": got["error"]} if "error" in got else {"crash": got.get("failure", line)})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(run, range(workers)))
+    return results
 
 
 def compare(ref, got):
@@ -162,7 +188,7 @@ def main():
         with open(os.path.join(args.cases, c), encoding="utf-8") as f:
             loaded[c] = json.load(f)
 
-    jobs = []
+    jobs, requests = [], []
     with tempfile.TemporaryDirectory() as tmp:
         os.mkdir(os.path.join(tmp, "snippets"))
         for name, text in snippets.items():
@@ -170,29 +196,21 @@ def main():
             with open(path, "w", encoding="utf-8", newline="") as f:
                 f.write(text)
             templates.append(path)
-        for c in cases:  # write each case's files once, before the parallel runs
-            name = c[:-5]
-            for key in ("messages", "tools", "documents"):
-                if key in loaded[c]:
-                    with open(os.path.join(tmp, f"{name}.{key}.json"), "w", encoding="utf-8") as f:
-                        json.dump(loaded[c][key], f, ensure_ascii=False)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            for path in templates:
-                t = ("snippet " if os.path.dirname(path).endswith("snippets") else "") + os.path.basename(path)
-                with open(path, encoding="utf-8", newline="") as f:
-                    source = f.read()
-                for c in cases:
-                    ref = reference.render(source, copy.deepcopy(loaded[c]))  # a template may mutate it
-                    fut = pool.submit(run_lmx, args.lmx, path, os.path.join(args.cases, c), loaded[c], tmp)
-                    jobs.append((t, c, ref, fut))
-            for model in models:
-                for c in cases:
-                    source, ref_case, lmx_vars = model_dir_inputs(model, loaded[c])
-                    ref = reference.render(source, copy.deepcopy(ref_case))
-                    fut = pool.submit(run_lmx, args.lmx, model, os.path.join(args.cases, c),
-                                      {**loaded[c], "variables": lmx_vars}, tmp)
-                    jobs.append(("model " + os.path.basename(model), c, ref, fut))
-            results = [(t, c, ref, fut.result()) for t, c, ref, fut in jobs]
+        for path in templates:
+            t = ("snippet " if os.path.dirname(path).endswith("snippets") else "") + os.path.basename(path)
+            with open(path, encoding="utf-8", newline="") as f:
+                source = f.read()
+            for c in cases:
+                ref = reference.render(source, copy.deepcopy(loaded[c]))  # a template may mutate it
+                requests.append(lmx_request(path, loaded[c]))
+                jobs.append((t, c, ref))
+        for model in models:
+            for c in cases:
+                source, ref_case, lmx_vars = model_dir_inputs(model, loaded[c])
+                ref = reference.render(source, copy.deepcopy(ref_case))
+                requests.append(lmx_request(model, {**loaded[c], "variables": lmx_vars}))
+                jobs.append(("model " + os.path.basename(model), c, ref))
+        results = [(t, c, ref, got) for (t, c, ref), got in zip(jobs, render_batch(args.lmx, requests))]
 
     identical = both_error = 0
     failures, known = [], []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """LMX's chat-template engine against transformers' own apply_chat_template: renders every golden
 of tests/chat/goldens/transformers-*.json (rendered on the GPU machine by
-scripts/render_chat_goldens.py) with `lmx render-chat --json --now <the goldens' clock>` and
+scripts/render_chat_goldens.py) with `lmx render-chat --batch --now <the goldens' clock>` and
 requires byte-identical text; where transformers raised, LMX must fail with a template error (with
 raise_exception's message verbatim when the template raised).
 
@@ -13,11 +13,9 @@ listed as not covered (the differential test still checks them against jinja2).
 
 usage: goldens_test.py --lmx PATH [--goldens FILE] [--templates DIR] [--tokenizer-cache DIR] [--only NAME] [-v]"""
 import argparse
-import concurrent.futures
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -130,35 +128,28 @@ def main():
         sources = {k: v for k, v in sources.items() if args.only in k}
 
     extra_vars = meta.get("template_tokenizer_special_tokens") or {}
-    now = ["--now", meta["now"]]
-    jobs = []
+    jobs, requests = [], []
     with tempfile.TemporaryDirectory() as tmp:
         os.mkdir(os.path.join(tmp, "snippets"))
-        for c, case in cases.items():
-            for key in ("messages", "tools", "documents"):
-                if key in case:
-                    with open(os.path.join(tmp, f"{c}.{key}.json"), "w", encoding="utf-8") as f:
-                        json.dump(case[key], f, ensure_ascii=False)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            for name, (path, kind) in sources.items():
-                if kind == "snippet":
-                    path = os.path.join(tmp, "snippets", hashlib.sha256(name.encode()).hexdigest()[:16] + ".jinja")
-                    with open(path, "w", encoding="utf-8", newline="") as f:
-                        f.write(snippets[name[len("snippet "):]])
-                for c, case in cases.items():
-                    golden = goldens["templates"][name]["renderings"].get(c)
-                    if golden is None:
-                        problems.append(f"{name} x {c}: no golden")
-                        continue
-                    variables = case.get("variables", {})
-                    if kind == "model":
-                        variables = {k: v for k, v in variables.items() if k not in ("bos_token", "eos_token")}
-                    else:
-                        variables = {**extra_vars, **variables}
-                    fut = pool.submit(dt.run_lmx, args.lmx, path, os.path.join(args.cases, c + ".json"),
-                                      {**case, "variables": variables}, tmp, now)
-                    jobs.append((name, c, golden, fut))
-            results = [(t, c, golden, fut.result()) for t, c, golden, fut in jobs]
+        for name, (path, kind) in sources.items():
+            if kind == "snippet":
+                path = os.path.join(tmp, "snippets", hashlib.sha256(name.encode()).hexdigest()[:16] + ".jinja")
+                with open(path, "w", encoding="utf-8", newline="") as f:
+                    f.write(snippets[name[len("snippet "):]])
+            for c, case in cases.items():
+                golden = goldens["templates"][name]["renderings"].get(c)
+                if golden is None:
+                    problems.append(f"{name} x {c}: no golden")
+                    continue
+                variables = case.get("variables", {})
+                if kind == "model":
+                    variables = {k: v for k, v in variables.items() if k not in ("bos_token", "eos_token")}
+                else:
+                    variables = {**extra_vars, **variables}
+                requests.append(dt.lmx_request(path, {**case, "variables": variables}))
+                jobs.append((name, c, golden))
+        rendered = dt.render_batch(args.lmx, requests, now=meta["now"])
+        results = [(t, c, golden, got) for (t, c, golden), got in zip(jobs, rendered)]
 
     identical = both_raise = 0
     mismatches = []
