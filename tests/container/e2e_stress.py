@@ -12,8 +12,8 @@ CPU backend with the real tinystories-656k model. Asserts:
   than 4 MiB in the second (a leak grows with the requests).
 
 Prints the figures (requests, disconnects, 503s, RSS, KV at idle) that docs/testing.md records.
-LMX_STRESS_REQUESTS sets the actions of one round (default 3000; 1000 in the sanitizer pass, which
-checks leaks with LeakSanitizer instead of RSS)."""
+LMX_STRESS_REQUESTS sets the actions of one round (default 3000). The sanitizer pass checks leaks
+with LeakSanitizer instead of RSS."""
 import http.client
 import json
 import os
@@ -24,11 +24,10 @@ import time
 
 from harness import Checks, Server, args_from_argv, http as http_call
 
-# The sanitizer pass (scripts/sanitize.sh) runs a shorter round: the server is several times
-# slower under ASan, and its quarantine of freed memory makes RSS say nothing about leaks there
-# (LeakSanitizer checks them at the server's exit instead).
+# In the sanitizer pass (scripts/sanitize.sh) ASan's quarantine of freed memory makes RSS say
+# nothing about leaks: LeakSanitizer checks them at the server's exit instead.
 SANITIZER = bool(os.environ.get("LMX_SANITIZER_PASS"))
-ROUND = int(os.environ.get("LMX_STRESS_REQUESTS", "1000" if SANITIZER else "3000"))
+ROUND = int(os.environ.get("LMX_STRESS_REQUESTS", "3000"))
 WORKERS = 8
 BURST = 96  # concurrent valid requests of a burst: more than the queue and the batch hold
 QUEUE, BATCH = 64, 8
