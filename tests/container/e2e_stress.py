@@ -12,7 +12,7 @@ CPU backend with the real tinystories-656k model. Asserts:
   than 4 MiB in the second (a leak grows with the requests).
 
 Prints the figures (requests, disconnects, 503s, RSS, KV at idle) that docs/testing.md records.
-LMX_STRESS_REQUESTS sets the actions of one round (default 3000). The sanitizer pass checks leaks
+LMX_STRESS_REQUESTS sets the actions of one round (default 2000). The sanitizer pass checks leaks
 with LeakSanitizer instead of RSS."""
 import http.client
 import json
@@ -27,7 +27,7 @@ from harness import Checks, Server, args_from_argv, http as http_call
 # In the sanitizer pass (scripts/sanitize.sh) ASan's quarantine of freed memory makes RSS say
 # nothing about leaks: LeakSanitizer checks them at the server's exit instead.
 SANITIZER = bool(os.environ.get("LMX_SANITIZER_PASS"))
-ROUND = int(os.environ.get("LMX_STRESS_REQUESTS", "3000"))
+ROUND = int(os.environ.get("LMX_STRESS_REQUESTS", "2000"))
 WORKERS = 8
 BURST = 96  # concurrent valid requests of a burst: more than the queue and the batch hold
 QUEUE, BATCH = 64, 8
