@@ -18,6 +18,8 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "engine/api/replicated_engine.h"
 #include "engine/backend/cpu_backend.h"
@@ -447,19 +449,23 @@ class EngineImpl final : public Engine {
       }
     }
     for (Pending& p : held_cancelled) activate(p);
-    for (uint64_t id : cancels) {
-      scheduler_.remove(id);
-      finish(id, FinishReason::Cancelled);
-    }
+    // Cancelled and expired requests leave the scheduler (their KV blocks freed) and the counters
+    // are refreshed before any of their final updates goes out: whoever has one sees them gone.
+    std::vector<std::pair<uint64_t, std::string>> timed_out;  // (id, why)
+    for (uint64_t id : cancels) scheduler_.remove(id);
     for (uint64_t id : expired) {
-      if (!active_.count(id)) continue;  // finished (or cancelled) in the meantime
-      scheduler_.remove(id);  // frees its KV blocks now
-      const std::string why = timeout_message(id);
+      if (!active_.count(id) || cancels.count(id)) continue;  // finished or cancelled meanwhile
+      scheduler_.remove(id);
+      timed_out.emplace_back(id, timeout_message(id));
+    }
+    {
+      std::lock_guard relock(mutex_);
+      timed_out_total_ += long(timed_out.size());
+    }
+    refresh_stats();
+    for (uint64_t id : cancels) finish(id, FinishReason::Cancelled);
+    for (const auto& [id, why] : timed_out) {
       lmx::logger().info("request {}: {}", id, why);
-      {
-        std::lock_guard relock(mutex_);
-        ++timed_out_total_;  // before the final update: whoever has it sees the count
-      }
       finish(id, FinishReason::Error, why);
     }
     return !(stopping && !scheduler_.has_work() && incoming_empty());
@@ -535,14 +541,16 @@ class EngineImpl final : public Engine {
     last_step_end_ = end;
   }
 
+  // The counters /metrics and stats() report, as the scheduler holds them now.
+  void refresh_stats() {
+    std::lock_guard lock(mutex_);
+    stats_ = scheduler_.stats();
+    waiting_snapshot_ = stats_.waiting;
+  }
+
   void run() {
     while (take_work()) {
-      if (!scheduler_.has_work()) {  // only cancellations: refresh the counters anyway
-        std::lock_guard lock(mutex_);
-        stats_ = scheduler_.stats();
-        waiting_snapshot_ = stats_.waiting;
-        continue;
-      }
+      if (!scheduler_.has_work()) continue;  // only cancellations (take_work refreshed the counters)
       std::vector<TokenOutput> outputs;
       const auto step_start = Clock::now();
       try {
@@ -557,13 +565,9 @@ class EngineImpl final : public Engine {
         }
       }
       const auto step_end = Clock::now();
-      {
-        // The counters as the step left them (finished sequences' blocks freed) before any
-        // final update goes out: a client that has its answer never sees its blocks in use.
-        std::lock_guard lock(mutex_);
-        stats_ = scheduler_.stats();
-        waiting_snapshot_ = stats_.waiting;
-      }
+      // The counters as the step left them (finished sequences' blocks freed) before any final
+      // update goes out: a client that has its answer never sees its blocks in use.
+      refresh_stats();
       for (const TokenOutput& out : outputs) emit(out);
       trace_step(step_start, step_end);
       std::lock_guard lock(mutex_);
