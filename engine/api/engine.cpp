@@ -458,11 +458,13 @@ class EngineImpl final : public Engine {
       scheduler_.remove(id);
       timed_out.emplace_back(id, timeout_message(id));
     }
-    {
-      std::lock_guard relock(mutex_);
-      timed_out_total_ += long(timed_out.size());
+    if (!cancels.empty() || !timed_out.empty()) {
+      {
+        std::lock_guard relock(mutex_);
+        timed_out_total_ += long(timed_out.size());
+      }
+      refresh_stats();
     }
-    refresh_stats();
     for (uint64_t id : cancels) finish(id, FinishReason::Cancelled);
     for (const auto& [id, why] : timed_out) {
       lmx::logger().info("request {}: {}", id, why);
@@ -550,7 +552,10 @@ class EngineImpl final : public Engine {
 
   void run() {
     while (take_work()) {
-      if (!scheduler_.has_work()) continue;  // only cancellations (take_work refreshed the counters)
+      if (!scheduler_.has_work()) {  // nothing to step (cancellations, refused requests)
+        refresh_stats();
+        continue;
+      }
       std::vector<TokenOutput> outputs;
       const auto step_start = Clock::now();
       try {
