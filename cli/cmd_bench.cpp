@@ -178,30 +178,34 @@ double prefill_ms(Backend& b, const PrefillShape& shape) {
 
 }  // namespace
 
-// NCCL all-reduce timed alone over the group's GPUs: one call of each decode batch's message
-// (batch x hidden values, the size each layer's two all-reduces carry) and a 256 MiB one for the
-// bus bandwidth. The per-step figure is calls x time of one call, an estimate of what the step
-// spends in all-reduce (the eager `--profile` measures it inside the step).
+// The all-reduce timed alone over the group's GPUs, as the steps send it (`automatic`: the
+// one-shot kernel for small messages where the GPUs reach each other's memory) and by NCCL alone:
+// one call of each decode batch's message (batch x hidden values, the size each layer's two
+// all-reduces carry) and a 256 MiB one for the bus bandwidth. The per-step figure is calls x time
+// of one call, an estimate of what the step spends in all-reduce (the eager `--profile` measures
+// it inside the step).
 nlohmann::json all_reduce_report(int degree, const DecoderDesc& d, CudaDtype dtype,
                                   const std::vector<int>& batches) {
   const DeviceDtype dev = dtype == CudaDtype::F32   ? DeviceDtype::F32
                           : dtype == CudaDtype::F16 ? DeviceDtype::F16
                                                     : DeviceDtype::BF16;
-  const size_t elem = dtype == CudaDtype::F32 ? 4 : 2;
   std::vector<size_t> counts;
   for (int b : batches) counts.push_back(size_t(b) * size_t(d.hidden_size));
   const size_t bus_bytes = size_t(256) << 20;
-  counts.push_back(bus_bytes / elem);
-  const auto t = time_all_reduce(degree, counts, dev, 50);
+  counts.push_back(bus_bytes / device_dtype_bytes(dev));
+  const auto steps = time_all_reduce(degree, counts, dev, 50, all_reduce_path_from_environment());
+  const auto nccl = time_all_reduce(degree, counts, dev, 50, AllReducePath::nccl);
   const int calls = 2 * d.num_layers;
   nlohmann::json r;
   r["calls_per_decode_step"] = calls;
   for (size_t i = 0; i < batches.size(); ++i)
-    r["decode"][std::to_string(batches[i])] = {{"message_bytes", t[i].bytes},
-                                               {"us_per_call", t[i].us_per_call},
-                                               {"ms_per_step", calls * t[i].us_per_call * 1e-3}};
-  r["bus_message_mib"] = double(t.back().bytes) / (1 << 20);
-  r["bus_bandwidth_gbps"] = t.back().bus_gbps;
+    r["decode"][std::to_string(batches[i])] = {
+        {"message_bytes", steps[i].bytes},
+        {"us_per_call", steps[i].us_per_call},
+        {"ms_per_step", calls * steps[i].us_per_call * 1e-3},
+        {"nccl_us_per_call", nccl[i].us_per_call}};
+  r["bus_message_mib"] = double(steps.back().bytes) / (1 << 20);
+  r["bus_bandwidth_gbps"] = steps.back().bus_gbps;
   return r;
 }
 
@@ -356,12 +360,14 @@ int run_bench(int argc, char** argv) {
     }
   if (degree > 1) {
     const auto& a = out["all_reduce"];
-    std::printf("all-reduce alone (NCCL, %lld GPUs): bus bandwidth %.0f GB/s at %.0f MiB\n",
+    std::printf("all-reduce alone (%lld GPUs): bus bandwidth %.0f GB/s at %.0f MiB (NCCL)\n",
                 degree, a["bus_bandwidth_gbps"].get<double>(), a["bus_message_mib"].get<double>());
     for (auto& [b, r] : a["decode"].items())
-      std::printf("  decode batch %3s: %zu B a call, %.1f us, x%d calls = %.3f ms/step\n",
+      std::printf("  decode batch %3s: %zu B a call, %.1f us (NCCL alone %.1f us), x%d calls = "
+                  "%.3f ms/step\n",
                   b.c_str(), r["message_bytes"].get<size_t>(), r["us_per_call"].get<double>(),
-                  a["calls_per_decode_step"].get<int>(), r["ms_per_step"].get<double>());
+                  r["nccl_us_per_call"].get<double>(), a["calls_per_decode_step"].get<int>(),
+                  r["ms_per_step"].get<double>());
   }
   std::printf("peak GPU memory %.2f GiB; first token %.0f ms after process start\n",
               out["peak_gpu_memory_gib"].get<double>(),

@@ -13,18 +13,16 @@
 namespace lmx {
 namespace {
 
-size_t dtype_bytes(DeviceDtype d) { return d == DeviceDtype::F32 ? 4 : 2; }
-
 // One rank's part: its GPU, its NCCL communicator, one buffer as large as the largest message.
 // Rank 0 fills `out`.
 void time_rank(Communicator& host, std::span<const size_t> elements, DeviceDtype dtype,
-               int iterations, std::vector<AllReduceTiming>* out) {
+               int iterations, AllReducePath path, std::vector<AllReduceTiming>* out) {
   LMX_CUDA_CHECK(cudaSetDevice(host.rank()));
-  auto comm = DeviceCommunicator::create(host);
+  auto comm = DeviceCommunicator::create(host, path);
   const size_t largest = *std::max_element(elements.begin(), elements.end());
   void* buffer = nullptr;
-  LMX_CUDA_CHECK(cudaMalloc(&buffer, largest * dtype_bytes(dtype)));
-  LMX_CUDA_CHECK(cudaMemset(buffer, 0, largest * dtype_bytes(dtype)));
+  LMX_CUDA_CHECK(cudaMalloc(&buffer, largest * device_dtype_bytes(dtype)));
+  LMX_CUDA_CHECK(cudaMemset(buffer, 0, largest * device_dtype_bytes(dtype)));
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   LMX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -44,7 +42,7 @@ void time_rank(Communicator& host, std::span<const size_t> elements, DeviceDtype
     LMX_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     if (out) {
       AllReduceTiming t;
-      t.bytes = count * dtype_bytes(dtype);
+      t.bytes = count * device_dtype_bytes(dtype);
       t.us_per_call = 1e3 * double(ms) / iterations;
       t.bus_gbps = double(t.bytes) / (t.us_per_call * 1e3) * 2.0 * (n - 1) / n;
       out->push_back(t);
@@ -59,7 +57,8 @@ void time_rank(Communicator& host, std::span<const size_t> elements, DeviceDtype
 }  // namespace
 
 std::vector<AllReduceTiming> time_all_reduce(int degree, std::span<const size_t> elements,
-                                             DeviceDtype dtype, int iterations) {
+                                             DeviceDtype dtype, int iterations,
+                                             AllReducePath path) {
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
   if (degree < 2 || degree > gpus)
@@ -73,7 +72,8 @@ std::vector<AllReduceTiming> time_all_reduce(int degree, std::span<const size_t>
   for (int r = 0; r < degree; ++r)
     threads.emplace_back([&, r] {
       try {
-        time_rank(*comms[size_t(r)], elements, dtype, iterations, r == 0 ? &result : nullptr);
+        time_rank(*comms[size_t(r)], elements, dtype, iterations, path,
+                  r == 0 ? &result : nullptr);
       } catch (...) {
         errors[size_t(r)] = std::current_exception();
       }

@@ -1,4 +1,4 @@
-// NCCL all-reduce timed on its own, over GPUs 0..degree-1 of this host (one thread a GPU): the
+// The device all-reduce (NCCL, or the one-shot kernel for small messages) timed on its own, over GPUs 0..degree-1 of this host (one thread a GPU): the
 // figure that tensor-parallel decode steps are judged against (`lmx bench
 // --tensor-parallel-degree N` reports it beside the steps). CUDA builds only.
 #pragma once
@@ -18,8 +18,9 @@ struct AllReduceTiming {
 };
 
 // In-place sums of `elements[i]` values of `dtype`, `iterations` back-to-back calls each after 5
-// warm-up calls. Needs `degree` >= 2 GPUs.
+// warm-up calls, the way `path` sends them. Needs `degree` >= 2 GPUs.
 std::vector<AllReduceTiming> time_all_reduce(int degree, std::span<const size_t> elements,
-                                             DeviceDtype dtype, int iterations);
+                                             DeviceDtype dtype, int iterations,
+                                             AllReducePath path);
 
 }  // namespace lmx

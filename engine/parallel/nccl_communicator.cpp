@@ -2,8 +2,12 @@
 
 #include <nccl.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/parallel/peer_all_reduce.h"
 
 namespace lmx {
 namespace {
@@ -28,7 +32,19 @@ ncclComm_t nccl(void* comm) { return static_cast<ncclComm_t>(comm); }
 
 }  // namespace
 
-std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& host) {
+AllReducePath all_reduce_path_from_environment() {
+  const char* value = std::getenv("LMX_ALL_REDUCE");
+  if (!value || std::string_view(value) == "auto") return AllReducePath::automatic;
+  if (std::string_view(value) == "nccl") return AllReducePath::nccl;
+  throw_error("LMX_ALL_REDUCE='{}' is not one of auto, nccl", value);
+}
+
+DeviceCommunicator::DeviceCommunicator(void* comm, std::unique_ptr<PeerAllReduce> peer, int rank,
+                                       int size)
+    : comm_(comm), peer_(std::move(peer)), rank_(rank), size_(size) {}
+
+std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& host,
+                                                               AllReducePath path) {
   ncclUniqueId id{};
   if (host.rank() == 0) check(ncclGetUniqueId(&id), "unique id");
   host.broadcast_bytes(&id, sizeof id, 0);
@@ -38,8 +54,10 @@ std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& hos
   cudaGetDevice(&device);
   lmx::logger().info("NCCL {}.{}: rank {} of {} on GPU {}", NCCL_MAJOR, NCCL_MINOR, host.rank(),
                      host.size(), device);
+  std::unique_ptr<PeerAllReduce> peer;
+  if (path == AllReducePath::automatic) peer = PeerAllReduce::create(host, kPeerAllReduceMaxBytes);
   return std::unique_ptr<DeviceCommunicator>(
-      new DeviceCommunicator(comm, host.rank(), host.size()));
+      new DeviceCommunicator(comm, std::move(peer), host.rank(), host.size()));
 }
 
 DeviceCommunicator::~DeviceCommunicator() {
@@ -49,6 +67,10 @@ DeviceCommunicator::~DeviceCommunicator() {
 void DeviceCommunicator::all_reduce_sum(void* data, size_t n, DeviceDtype dtype,
                                         cudaStream_t stream) {
   if (size_ == 1 || n == 0) return;
+  if (peer_ && peer_->takes(data, n * device_dtype_bytes(dtype))) {
+    peer_->all_reduce_sum(data, n, dtype, stream);
+    return;
+  }
   check(ncclAllReduce(data, data, n, nccl_type(dtype), ncclSum, nccl(comm_), stream), "all-reduce");
 }
 
@@ -57,7 +79,7 @@ void DeviceCommunicator::all_gather(const void* in, void* out, size_t n, DeviceD
   if (n == 0) return;
   if (size_ == 1) {
     if (in != out) {
-      const size_t bytes = n * (dtype == DeviceDtype::F32 ? 4 : 2);
+      const size_t bytes = n * device_dtype_bytes(dtype);
       if (cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
         throw_error("all_gather copy of {} bytes failed", bytes);
     }
