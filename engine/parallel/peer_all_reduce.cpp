@@ -16,8 +16,8 @@ namespace {
 struct RankInfo {
   long pid = 0;
   int device = -1;
-  char* staging = nullptr;
-  peer::Signals* signals = nullptr;
+  char* receive = nullptr;
+  uint32_t* calls = nullptr;
 };
 
 // Why this rank cannot reach every other rank's memory ("" when it can), peer access enabled.
@@ -42,8 +42,8 @@ std::string reach_peers(const std::vector<RankInfo>& ranks, int rank) {
 }
 
 void free_rank_memory(const RankInfo& r) {
-  cudaFree(r.staging);
-  cudaFree(r.signals);
+  cudaFree(r.receive);
+  cudaFree(r.calls);
 }
 
 }  // namespace
@@ -83,10 +83,12 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(Communicator& host, size_t 
   std::string no_memory;
   try {
     LMX_CUDA_CHECK(cudaGetDevice(&me.device));
-    LMX_CUDA_CHECK(cudaMalloc(&me.staging, 2 * max_bytes));
-    LMX_CUDA_CHECK(cudaMalloc(&me.signals, sizeof(peer::Signals)));
-    LMX_CUDA_CHECK(cudaMemset(me.signals, 0, sizeof(peer::Signals)));
-    LMX_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any peer's first call
+    const size_t receive = peer::receive_bytes(ranks, max_bytes);
+    LMX_CUDA_CHECK(cudaMalloc(&me.receive, receive));
+    LMX_CUDA_CHECK(cudaMemset(me.receive, 0xff, receive));  // every word empty
+    LMX_CUDA_CHECK(cudaMalloc(&me.calls, peer::kMaxBlocks * sizeof(uint32_t)));
+    LMX_CUDA_CHECK(cudaMemset(me.calls, 0, peer::kMaxBlocks * sizeof(uint32_t)));
+    LMX_CUDA_CHECK(cudaDeviceSynchronize());  // ready before any peer's first call
   } catch (const std::exception& e) {
     no_memory = e.what();
   }
@@ -121,8 +123,8 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(Communicator& host, size_t 
   if (rank == 0) delete handed;
   peer::PeerBuffers buffers{};
   for (int r = 0; r < ranks; ++r) {
-    buffers.staging[r] = all[size_t(r)].staging;
-    buffers.signals[r] = all[size_t(r)].signals;
+    buffers.receive[r] = all[size_t(r)].receive;
+    buffers.calls[r] = all[size_t(r)].calls;
   }
   buffers.half_bytes = max_bytes;
   if (rank == 0)

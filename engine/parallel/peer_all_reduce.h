@@ -1,9 +1,10 @@
 // The one-shot all-reduce for small messages (engine/parallel/peer_all_reduce_kernel.h): every
-// rank reads every other rank's copy straight from its GPU memory and sums, one kernel, no ring.
-// NCCL's all-reduce takes ~10 us a call on 2 H200s for the 8-16 KiB messages of a batch-1
-// decode step (bench/RESULTS.md), and a decode step makes two a layer, so on a wide group those
-// latencies are a large part of the step. For groups whose ranks are threads of one process on
-// GPUs that can address each other's memory (NVLink or PCIe peer access). CUDA builds only.
+// rank writes its data straight into every other rank's GPU memory and sums what arrives, one
+// kernel, one trip over the link, no ring. NCCL's all-reduce takes ~9-11 us a call on H200s for the
+// 8-16 KiB messages of a batch-1 decode step (bench/RESULTS.md), and a decode step makes two a
+// layer, so on a wide group those latencies are a large part of the step. For groups whose ranks
+// are threads of one process on GPUs that can address each other's memory (NVLink or PCIe peer
+// access). CUDA builds only.
 #pragma once
 
 #include <cuda_runtime_api.h>

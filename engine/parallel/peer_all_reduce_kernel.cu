@@ -5,19 +5,45 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/pdl.cuh"
+
 namespace lmx::peer {
 namespace {
 
+namespace pdl = kernels::cuda::pdl;
+
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // a NaN pattern in fp32, fp16 and bf16 alike
+
+__device__ __forceinline__ uint4 load_volatile(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
   return v;
 }
 
-__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void store_volatile(uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+__device__ __forceinline__ bool has_empty(uint4 v) {
+  return v.x == kEmpty || v.y == kEmpty || v.z == kEmpty || v.w == kEmpty;
+}
+
+// v with any word equal to the empty pattern (a NaN) replaced by another NaN: what is pushed, and
+// what a rank adds of its own data, so every rank sums the same values.
+__device__ __forceinline__ uint4 sendable(uint4 v) {
+  constexpr uint32_t kNan = 0x7FFFFFFFu;  // NaN in fp32, and two NaNs in fp16 / bf16
+  v.x = v.x == kEmpty ? kNan : v.x;
+  v.y = v.y == kEmpty ? kNan : v.y;
+  v.z = v.z == kEmpty ? kNan : v.z;
+  v.w = v.w == kEmpty ? kNan : v.w;
+  return v;
 }
 
 // 16 bytes of T as fp32 and back.
@@ -66,47 +92,54 @@ struct Pack<__nv_bfloat16> {
   }
 };
 
-// data [vecs] of 16-byte vectors; grid: the same on every rank (a function of vecs alone).
+// data [vecs] of 16-byte vectors. Block b pushes and sums the elements b * kThreads + thread +
+// k * gridDim.x * kThreads; its call count is slot b of the rank's counts.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(PeerBuffers buffers, int rank, int ranks, uint4* data, size_t vecs) {
   __shared__ uint32_t call_shared;
-  Signals* mine = buffers.signals[rank];
   const int b = blockIdx.x;
-  if (threadIdx.x == 0) call_shared = mine->calls[b] + 1;
+  if (threadIdx.x == 0) call_shared = buffers.calls[rank][b] + 1;  // last written calls ago
   __syncthreads();
   const uint32_t call = call_shared;
-  const size_t half = (call & 1) * buffers.half_bytes;
+  const size_t slot_vecs = buffers.half_bytes / 16;
+  // Slot `from` of half (call & 1) in `owner`'s buffer.
+  auto slot = [&](int owner, int from) {
+    return reinterpret_cast<uint4*>(buffers.receive[owner]) +
+           (size_t(call & 1) * size_t(ranks) + size_t(from)) * slot_vecs;
+  };
   const size_t stride = size_t(gridDim.x) * kThreads;
   const size_t first = size_t(b) * kThreads + threadIdx.x;
 
-  uint4* staged = reinterpret_cast<uint4*>(buffers.staging[rank] + half);
-  for (size_t i = first; i < vecs; i += stride) staged[i] = data[i];
-
-  // Announce this block's copy to every peer, then wait for theirs. The barrier orders the
-  // block's copies before the flag; the system-scope fence and release make them visible to the
-  // peer that acquires the flag. Flags only grow (a fast peer may already have announced the next
-  // call), hence the signed difference.
-  __syncthreads();
-  const int p = threadIdx.x;
-  if (p < ranks && p != rank) {
-    __threadfence_system();
-    store_release(&buffers.signals[p]->flag[b][rank], call);
-    while (int32_t(load_acquire(&mine->flag[b][p]) - call) < 0) {
-    }
+  pdl::wait_for_primary();  // the kernel before wrote `data`
+  pdl::allow_dependents();
+  for (size_t i = first; i < vecs; i += stride) {
+    const uint4 v = sendable(data[i]);
+    for (int p = 0; p < ranks; ++p)
+      if (p != rank) store_volatile(slot(p, rank) + i, v);
   }
-  __syncthreads();
-
+  const uint4 empty = make_uint4(kEmpty, kEmpty, kEmpty, kEmpty);
   for (size_t i = first; i < vecs; i += stride) {
     float acc[Pack<T>::n] = {};
-    for (int q = 0; q < ranks; ++q)
-      Pack<T>::add(acc, __ldcg(reinterpret_cast<const uint4*>(buffers.staging[q] + half) + i));
+    for (int q = 0; q < ranks; ++q) {
+      uint4 v;
+      if (q == rank) {
+        v = sendable(data[i]);
+      } else {
+        uint4* cell = slot(rank, q) + i;
+        do {
+          v = load_volatile(cell);
+        } while (has_empty(v));
+        *cell = empty;  // ready for call + 2
+      }
+      Pack<T>::add(acc, v);
+    }
     data[i] = Pack<T>::store(acc);
   }
 
   // Every slot counts every call, so a later call with more blocks reads the right count.
   if (threadIdx.x == 0)
-    for (int s = b; s < kMaxBlocks; s += gridDim.x) mine->calls[s] = call;
+    for (int s = b; s < kMaxBlocks; s += gridDim.x) buffers.calls[rank][s] = call;
 }
 
 }  // namespace
@@ -120,15 +153,18 @@ cudaError_t one_shot_sum(const PeerBuffers& buffers, int rank, int ranks, void* 
   if (vecs == 0) return cudaSuccess;
   const int blocks = int(std::min<size_t>(kMaxBlocks, (vecs + kThreads - 1) / kThreads));
   auto* d = static_cast<uint4*>(data);
+  auto launch = [&](auto kernel) {
+    pdl::launch_dependent(kernel, blocks, kThreads, 0, stream, buffers, rank, ranks, d, vecs);
+  };
   switch (dtype) {
     case DeviceDtype::F32:
-      one_shot_kernel<float><<<blocks, kThreads, 0, stream>>>(buffers, rank, ranks, d, vecs);
+      launch(one_shot_kernel<float>);
       break;
     case DeviceDtype::F16:
-      one_shot_kernel<__half><<<blocks, kThreads, 0, stream>>>(buffers, rank, ranks, d, vecs);
+      launch(one_shot_kernel<__half>);
       break;
     case DeviceDtype::BF16:
-      one_shot_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(buffers, rank, ranks, d, vecs);
+      launch(one_shot_kernel<__nv_bfloat16>);
       break;
   }
   return cudaGetLastError();

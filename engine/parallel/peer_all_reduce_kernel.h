@@ -1,17 +1,21 @@
 // The one-shot all-reduce kernel over GPU memory that every rank of the group can address
 // (peer-to-peer over NVLink / PCIe; engine/parallel/peer_all_reduce.h sets it up).
 //
-// One call on rank r, with P ranks and a message of `bytes` (a multiple of 16):
-//   1. copy data[0, bytes) into staging[r] (half `call & 1` of it),
-//   2. tell every rank "rank r's block b has copied call `call`" (a flag in its memory) and wait
-//      until every rank has said the same to rank r,
-//   3. data[i] = sum over p = 0..P-1, in that order, of staging[p][i]: fp32 sums, one rounding,
-//      so every rank computes bitwise the same result.
-// Block b of every rank copies and sums the same elements, so block b waits only for the block
-// b of its peers. The call count lives in device memory (graph replays advance it); staging
-// alternates halves, so a rank's copy for call k + 2 can never overwrite what a slower peer is
-// still reading for call k: that rank's call k + 1 waited for every peer to start call k + 1,
-// which each did only after finishing call k.
+// Every rank owns a receive buffer: 2 halves x P slots (one a rank) x half_bytes, every 32-bit
+// word of it "empty" (0xFFFFFFFF) between uses. One call on rank r, P ranks, `bytes` (a multiple
+// of 16) of data, half h = the call count's parity:
+//   1. push data[0, bytes) into slot r of half h of every other rank's buffer (posted stores over
+//      the link; a word equal to the empty pattern, a NaN, is sent as the NaN 0x7FFFFFFF);
+//   2. data[i] = sum over p = 0..P-1, in that order, of rank p's values: its own data, the
+//      others' slots polled until none of the 16 bytes is empty, then emptied again. fp32 sums,
+//      one rounding: every rank computes bitwise the same result.
+// The data itself says when it has arrived, so there are no flags and no fences: a call costs one
+// trip over the link. The call count lives in device memory (graph replays advance it).
+// Reuse is safe with two halves: a peer pushes into half h again only in call k + 2, after its call
+// k + 1, which needed this rank's call-(k + 1) data, which this rank pushed only once its call k
+// (its reads and emptying of half h) had completed.
+// The kernel is a programmatic dependent launch (kernels/cuda/pdl.cuh): it pushes only after the
+// kernel before it has completed, and then lets the next kernel start streaming its weights.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -26,18 +30,15 @@ namespace lmx::peer {
 inline constexpr int kMaxRanks = 8;
 inline constexpr int kMaxBlocks = 64;
 
-// In each rank's GPU memory, zeroed at creation.
-struct Signals {
-  uint32_t flag[kMaxBlocks][kMaxRanks];  // [b][p]: the last call whose copy rank p's block b finished
-  uint32_t calls[kMaxBlocks];            // this rank's count of calls made (every slot advances)
-};
-
 // Every rank's buffers, as this rank's GPU addresses them.
 struct PeerBuffers {
-  char* staging[kMaxRanks];     // 2 x half_bytes each
-  Signals* signals[kMaxRanks];
-  size_t half_bytes = 0;
+  char* receive[kMaxRanks];    // 2 x ranks x half_bytes each, every byte 0xFF at creation
+  uint32_t* calls[kMaxRanks];  // [kMaxBlocks] each, zeroed: the calls the rank has made
+  size_t half_bytes = 0;       // one slot
 };
+
+// The receive buffer's size for `ranks` ranks and messages up to `max_bytes`.
+constexpr size_t receive_bytes(int ranks, size_t max_bytes) { return 2 * size_t(ranks) * max_bytes; }
 
 // data[0, bytes) (device, 16-byte aligned; bytes a multiple of 16 and <= half_bytes) = the sum
 // over the group's ranks, in place, enqueued on `stream`. Every rank must make the same calls in

@@ -5,8 +5,8 @@
 // partial sum is exact in all three types whatever the order: a wrong, stale or partly summed
 // element cannot pass. Sizes cover one 16-byte vector, the decode messages, the one-shot limit and
 // just past it (NCCL), and a size that is not a multiple of 16 bytes (NCCL). Three calls go back
-// to back on different buffers before any check (a rank that overwrites its staging copy while a
-// peer still reads it shows here), and the same calls replay from a captured CUDA graph with new
+// to back on different buffers before any check (a rank that pushes into a receive slot its peer
+// has not emptied yet shows here), and the same calls replay from a captured CUDA graph with new
 // data each time (the call counts live on the device).
 // Needs 2+ GPUs; scripts/gpu_tests.sh runs *TensorParallel* tests only where there are.
 #include <cuda_runtime_api.h>
