@@ -99,7 +99,11 @@ __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(PeerBuffers buffers, int rank, int ranks, uint4* data, size_t vecs) {
   __shared__ uint32_t call_shared;
   const int b = blockIdx.x;
-  if (threadIdx.x == 0) call_shared = buffers.calls[rank][b] + 1;  // last written calls ago
+  // The kernel before may be the previous call, which writes the counts at its end: read them
+  // (and `data`) only once it has completed.
+  pdl::wait_for_primary();
+  pdl::allow_dependents();
+  if (threadIdx.x == 0) call_shared = buffers.calls[rank][b] + 1;
   __syncthreads();
   const uint32_t call = call_shared;
   const size_t slot_vecs = buffers.half_bytes / 16;
@@ -111,8 +115,6 @@ __global__ void __launch_bounds__(kThreads)
   const size_t stride = size_t(gridDim.x) * kThreads;
   const size_t first = size_t(b) * kThreads + threadIdx.x;
 
-  pdl::wait_for_primary();  // the kernel before wrote `data`
-  pdl::allow_dependents();
   for (size_t i = first; i < vecs; i += stride) {
     const uint4 v = sendable(data[i]);
     for (int p = 0; p < ranks; ++p)

@@ -14,8 +14,9 @@
 // Reuse is safe with two halves: a peer pushes into half h again only in call k + 2, after its call
 // k + 1, which needed this rank's call-(k + 1) data, which this rank pushed only once its call k
 // (its reads and emptying of half h) had completed.
-// The kernel is a programmatic dependent launch (kernels/cuda/pdl.cuh): it pushes only after the
-// kernel before it has completed, and then lets the next kernel start streaming its weights.
+// The kernel is a programmatic dependent launch (kernels/cuda/pdl.cuh): it reads its call count
+// and pushes only after the kernel before it (maybe the previous call) has completed, and then
+// lets the next kernel start streaming its weights.
 #pragma once
 
 #include <cuda_runtime_api.h>
