@@ -137,10 +137,14 @@ std::string sum_and_check(Communicator& host, DeviceCommunicator& comm, cudaStre
     }
   } buffers;
   for (void*& b : buffers.p) RANK_CHECK(cudaMalloc(&b, bytes));
+  // On `stream`: a plain cudaMemcpy from pageable memory may return before its copy lands, and
+  // goes on the legacy stream, which this non-blocking stream does not wait for.
+  std::vector<std::vector<std::byte>> inputs(kCalls);
   auto upload = [&](int variant_base) {
     for (int c = 0; c < kCalls; ++c) {
-      const auto in = rank_input(host.rank(), n, variant_base + c, dtype);
-      cudaMemcpy(buffers.p[size_t(c)], in.data(), bytes, cudaMemcpyHostToDevice);
+      inputs[size_t(c)] = rank_input(host.rank(), n, variant_base + c, dtype);
+      cudaMemcpyAsync(buffers.p[size_t(c)], inputs[size_t(c)].data(), bytes,
+                      cudaMemcpyHostToDevice, stream);
     }
   };
   auto verify = [&](int variant_base, const char* how) -> std::string {
