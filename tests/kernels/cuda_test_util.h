@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/require_gpu.h"
+
 namespace lmx::test {
 
 inline bool have_gpu() {
@@ -23,9 +25,10 @@ inline bool have_gpu() {
 
 #define LMX_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
-#define LMX_REQUIRE_GPU()                  \
-  if (!::lmx::test::have_gpu()) GTEST_SKIP() \
-      << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
+// Skips without a GPU; fails instead under LMX_REQUIRE_GPU=1 (scripts/gpu_tests.sh sets it).
+#define LMX_REQUIRE_GPU()                      \
+  LMX_GPU_SKIP_UNLESS(::lmx::test::have_gpu(), \
+                      "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device")
 
 // Relative L2 tolerance of one rounding to T of an fp32 result (plus fp32 reordering): fp32 1e-5;
 // fp16 2e-3 and bf16 1e-2 (half an ulp of 11 / 8 significant bits is 4.9e-4 / 3.9e-3, and a few
