@@ -169,6 +169,7 @@ TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
 int expect_half_precision_cases(Backend& backend, Backend& cpu, const json& expected,
                                 const HalfPrecision& half) {
   int clear_steps = 0;
+  double worst = 0;
   for (const json& c : expected["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const auto path = c["greedy_ids"].get<std::vector<int32_t>>();
@@ -177,13 +178,19 @@ int expect_half_precision_cases(Backend& backend, Backend& cpu, const json& expe
     const auto cpu_rows = forced_logits(cpu, prompt, path);
     for (size_t s = 0; s < path.size(); ++s) {
       const auto& g = gpu_rows[s];
-      EXPECT_LE(rel_l2(g, cpu_rows[s]), half.tol) << "step " << s << " dtype " << int(half.dtype);
+      const double e = rel_l2(g, cpu_rows[s]);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, half.tol) << "step " << s << " dtype " << int(half.dtype);
       if (margins[s] <= half.margin) continue;
       ++clear_steps;
       const int32_t top = int32_t(std::max_element(g.begin(), g.end()) - g.begin());
       EXPECT_EQ(top, path[s]) << "step " << s << " margin " << margins[s] << " dtype " << int(half.dtype);
     }
   }
+  // The measured worst, to hold the tolerance to the data (it is a relative L2 of the whole
+  // logits row; bf16's 8x larger unit roundoff than fp16's scales fp16's 2e-2 to 0.16).
+  std::printf("[ accuracy ] dtype %d: worst relative L2 vs CPU fp32 %.4g (bound %.3g)\n",
+              int(half.dtype), worst, half.tol);
   return clear_steps;
 }
 
