@@ -25,7 +25,8 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
 suites=${LMX_GPU_SUITES:-lmx_cuda_kernel_tests lmx_cuda_parity_tests lmx_unit_tests e2e_families}
 # Only what the suites run (not the benchmarks, fuzz targets and CPU-only suites CI builds).
 targets=${LMX_GPU_TARGETS:-$(for s in $suites; do
-  [[ $s == e2e_families ]] && echo lmx-server lmx_plugin || echo "$s"; done | tr '\n' ' ')}
+  case $s in e2e_families) echo lmx-server lmx_plugin ;; lmx_*) echo "$s" ;; esac
+done | tr '\n' ' ')}
 echo "targets: $targets"
 build_start=$SECONDS
 if ! ninja -C build-gpu $targets 2>&1 | tail -n 30; then echo "build failed"; exit 1; fi
