@@ -70,7 +70,7 @@ TEST_F(KvFp8CpuBackend, GreedyTokensMatchTheFp32CacheForAShortPrompt) {
 // broken cache write (unscaled or truncated values, a wrong slot) moves them by O(1); a rounding
 // that is off by one code is CacheHoldsOnlyE4m3ValuesAfterPrefill's to catch. Summation order
 // (OpenBLAS vs the built-in sgemm) changes these by ~1e-6.
-TEST_F(KvFp8CpuBackend, FirstStepLogitsStayCloseForEveryPrompt) {
+TEST_F(KvFp8CpuBackend, FirstStepLogitsWithinE4m3RoundoffOfTheFp32CacheForEveryPrompt) {
   for (const char* text : {"Once upon a time", "The little dog", "Lily wanted to play with her"}) {
     SCOPED_TRACE(text);
     const GenerationResult ref = generate(KvDtype::model, text, 8);
