@@ -7,9 +7,11 @@
 # A suite passes only if its binary exits 0 AND no test in it skipped: LMX_REQUIRE_GPU=1 makes
 # every GPU test fail where it would skip for want of a GPU, and any "[  SKIPPED ]" line left in
 # a log counts as a failure here, so a skip can never read as a pass on the device. Each test's
-# time is in its log; the 15 slowest of each binary are printed.
+# time is in its log; the 15 slowest of each binary are printed. A binary that runs past
+# LMX_GPU_SUITE_TIMEOUT seconds (default 420) is stopped and fails, naming the test it was in.
 set -euo pipefail
 export LMX_REQUIRE_GPU=1
+limit=${LMX_GPU_SUITE_TIMEOUT:-420}  # seconds a test binary (or e2e_families) may run
 cd "$(dirname "$0")/.."
 log_dir=${OUT:-build-gpu}
 mkdir -p "$log_dir"
@@ -50,8 +52,15 @@ for entry in lmx_cuda_kernel_tests "$parity" 'lmx_unit_tests:*SchedulerTest*'; d
   echo "== $t ($filter)"
   log="$log_dir/$t.log"
   start=$SECONDS
-  build-gpu/bin/$t --gtest_filter="$filter" --gtest_print_time=1 >"$log" 2>&1 || status=1
+  # A hung test (a kernel that never returns) ends at the limit, naming the test it was in.
+  rc=0
+  timeout -k 10 "$limit" build-gpu/bin/$t --gtest_filter="$filter" --gtest_print_time=1 >"$log" 2>&1 ||
+    rc=$?
   echo "$t: $((SECONDS - start)) s"
+  ((rc == 0)) || status=1
+  if ((rc == 124 || rc == 137)); then
+    echo "FAILED: $t ran past ${limit} s, in: $(grep '^\[ RUN ' "$log" | tail -n 1 || true)"
+  fi
   if grep -q '^\[  SKIPPED \]' "$log"; then
     echo "FAILED: $t skipped tests (a skip on the device is a failure):"
     status=1
@@ -67,7 +76,7 @@ done
 [[ " $suites " == *" e2e_families "* ]] || exit $status
 echo "== e2e_families (cuda)"
 start=$SECONDS
-LMX_E2E_DEVICE=cuda LMX_E2E_GPUS=$gpus python3 tests/container/e2e_families.py --server build-gpu/bin/lmx-server \
+LMX_E2E_DEVICE=cuda LMX_E2E_GPUS=$gpus timeout -k 10 "$limit" python3 tests/container/e2e_families.py --server build-gpu/bin/lmx-server \
   --plugin build-gpu/lib/liblmx.so --fixtures tests/fixtures/parity >"$log_dir/e2e_families.log" 2>&1 ||
   status=1
 echo "e2e_families: $((SECONDS - start)) s"
