@@ -195,7 +195,7 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
     // accesses) wherever the head layout splits into groups of 8.
     for (auto [tokens, pad] : {std::pair{1, 5}, {7, 5}, {83, 5}, {1, 8}, {7, 8}, {83, 8}}) {
       std::mt19937 rng(tokens * 19 + c.head_dim + c.rotary_dim);
-      const int seqs = 3, block_size = 16, max_blocks = 400, num_blocks = seqs * max_blocks;
+      const int seqs = 3, block_size = 16, max_blocks = 400, num_blocks = 64;
       const kernels::PagedKvLayout L{block_size, c.kv_heads, c.head_dim, max_blocks};
       const int q_size = c.heads * c.head_dim, kv_size = c.kv_heads * c.head_dim;
       const int stride = q_size + 2 * kv_size + pad;
@@ -204,16 +204,23 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
       std::vector<float> inv_freq(std::max(1, c.rotary_dim / 2));
       for (int i = 0; i < c.rotary_dim / 2; ++i)
         inv_freq[i] = std::pow(10000.0f, -2.0f * i / float(c.rotary_dim));
-      // Block tables: a random permutation of the blocks; distinct (seq, pos) per token, some
-      // positions large (angle precision), some tokens padding (seq -1).
-      std::vector<int32_t> tables(num_blocks);
-      std::iota(tables.begin(), tables.end(), 0);
-      std::shuffle(tables.begin(), tables.end(), rng);
+      // Block tables: distinct (seq, pos) per token, some positions large (angle precision, and
+      // table entries up to 314 of a 400-entry row), some tokens padding (seq -1). The blocks the
+      // tokens use (at most 7) get distinct blocks of a scrambled pool of num_blocks; the other
+      // entries are -1 (never read). Cost: the pool was the 1,200 blocks of a full permutation
+      // (up to 6.1M cache slots a case, allocated, downloaded and scanned 144 times a type); 64
+      // blocks still leave most of the cache unwritten, so stray writes show.
+      std::vector<int32_t> tables(size_t(seqs) * max_blocks, -1), pool(num_blocks);
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng);
       std::vector<int32_t> seq(tokens), pos(tokens);
       int next[seqs] = {0, 17, 5000};
+      size_t used = 0;
       for (int t = 0; t < tokens; ++t) {
         seq[t] = t % seqs;
         pos[t] = next[seq[t]]++;
+        int32_t& entry = tables[size_t(seq[t]) * max_blocks + pos[t] / block_size];
+        if (entry < 0) entry = pool.at(used++);
         if (t % 10 == 9) seq[t] = -1;
       }
       const size_t cache_n = size_t(num_blocks) * block_size * kv_size;
@@ -249,6 +256,7 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
       EXPECT_GT(rk.size(), 0u);
       EXPECT_LE(rel_l2(wk, rk), cache_tol) << "k cache, tokens " << tokens << ", pad " << pad;
       EXPECT_LE(rel_l2(wv, rv), cache_tol) << "v cache, tokens " << tokens << ", pad " << pad;
+      if (::testing::Test::HasFailure()) return;  // one failing case is enough to read
     }
   }
 }
@@ -257,7 +265,7 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
 // fp8 (E4M3) cache (the reference stores round_to_e4m3 of its fp32 values; the kernel rounds its
 // own fp32 values once, so a value whose fp32 result differs in the last bit can round to the
 // neighbouring E4M3 value: tolerance 5e-3 there).
-TYPED_TEST(CudaOps, RopeWriteKv) {
+TYPED_TEST(CudaOps, RopeWriteKvMatchesCpuAndWritesOnlyTokenSlots) {
   LMX_REQUIRE_GPU();
   using T = TypeParam;
   run_rope_write_kv<T, T>(kernels::KvDtype::model, Tol<T>::rel);

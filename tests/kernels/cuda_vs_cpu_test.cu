@@ -66,45 +66,59 @@ TYPED_TEST(RmsNormCuda, MatchesCpuReference) {
   }
 }
 
-// Runs launch(dx, dw, dy, dy32) for y = x w^T of M x N x K with inputs rounded to T, and checks
-// both outputs against the CPU linear: the only differences are fp32 summation order (fp32 out:
-// 1e-5) and the rounding of the output to T (fp16 2e-3, bf16 1e-2; fp32 1e-5).
-template <typename T, typename Launch>
-void check_linear(int M, int N, int K, Launch launch) {
-  std::mt19937 rng(M * 7 + N * 3 + K);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(size_t(M) * K), w(size_t(N) * K), ref(size_t(M) * N);
-  for (float& v : x) v = float(T(d(rng)));
-  for (float& v : w) v = float(T(d(rng) * 0.05f));
-  kernels::cpu::linear(x.data(), {w.data(), nullptr, N, K}, ref.data(), M);
+// Operands of y = x w^T for up to max_m rows, N x K, rounded to T, on the host and the device,
+// with the CPU linear of all max_m rows computed once. The rows of a GEMM are independent (row m
+// of y reads only row m of x), so the reference of the first M rows is the first M rows of `ref`:
+// one set of operands serves every row count M <= max_m (the kernels read the same device x).
+template <typename T>
+struct LinearOperands {
+  int max_m, N, K;
+  std::vector<float> x, w, ref;  // [max_m, K], [N, K], [max_m, N]
+  test::Dev<T> dx, dw;
+  test::Dev<T> dy;
+  test::Dev<float> dy32;
+  LinearOperands(int max_m_, int N_, int K_)
+      : max_m(max_m_),
+        N(N_),
+        K(K_),
+        dx(size_t(max_m_) * K_),
+        dw(size_t(N_) * K_),
+        dy(size_t(max_m_) * N_),
+        dy32(size_t(max_m_) * N_) {
+    std::mt19937 rng(max_m * 7 + N * 3 + K);
+    x = test::randn<T>(size_t(max_m) * K, rng);
+    w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+    ref.resize(size_t(max_m) * N);
+    kernels::cpu::linear(x.data(), {w.data(), nullptr, N, K}, ref.data(), max_m);
+    dx.upload(x);
+    dw.upload(w);
+  }
+};
 
-  std::vector<T> hx(x.begin(), x.end()), hw(w.begin(), w.end()), hy(ref.size());
-  std::vector<float> hy32(ref.size());
-  T *dx, *dw, *dy;
-  float* dy32;
-  LMX_CUDA_OK(cudaMalloc(&dx, hx.size() * sizeof(T)));
-  LMX_CUDA_OK(cudaMalloc(&dw, hw.size() * sizeof(T)));
-  LMX_CUDA_OK(cudaMalloc(&dy, hy.size() * sizeof(T)));
-  LMX_CUDA_OK(cudaMalloc(&dy32, hy32.size() * sizeof(float)));
-  LMX_CUDA_OK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
-  LMX_CUDA_OK(cudaMemcpy(dw, hw.data(), hw.size() * sizeof(T), cudaMemcpyHostToDevice));
-  LMX_CUDA_OK(cudaMemset(dy, 0xff, hy.size() * sizeof(T)));  // poison: NaN
-  LMX_CUDA_OK(cudaMemset(dy32, 0xff, hy32.size() * sizeof(float)));
-  launch(dx, dw, dy, dy32);
+// Runs launch(dx, dw, dy, dy32) for y = x w^T of the first M rows of `ops` and checks both
+// outputs against the CPU linear: the only differences are fp32 summation order (fp32 out: 1e-5)
+// and the rounding of the output to T (fp16 2e-3, bf16 1e-2; fp32 1e-5). Outputs are poisoned
+// (NaN) first; their first M rows are compared and the rest must stay unwritten.
+template <typename T, typename Launch>
+void check_linear(LinearOperands<T>& ops, int M, Launch launch) {
+  ASSERT_TRUE(ops.dx.p && ops.dw.p && ops.dy.p && ops.dy32.p);
+  ASSERT_LE(M, ops.max_m);
+  const int N = ops.N, K = ops.K;
+  ops.dy.poison();
+  ops.dy32.poison();
+  launch(ops.dx.p, ops.dw.p, ops.dy.p, ops.dy32.p);
   LMX_CUDA_OK(cudaGetLastError());
   LMX_CUDA_OK(cudaDeviceSynchronize());
-  LMX_CUDA_OK(cudaMemcpy(hy.data(), dy, hy.size() * sizeof(T), cudaMemcpyDeviceToHost));
-  LMX_CUDA_OK(cudaMemcpy(hy32.data(), dy32, hy32.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  cudaFree(dx);
-  cudaFree(dw);
-  cudaFree(dy);
-  cudaFree(dy32);
+  const size_t n = size_t(M) * N;
+  const std::vector<float> hy = test::written_prefix(ops.dy.download_f(), n);
+  const std::vector<float> hy32 = test::written_prefix(ops.dy32.download_f(), n);
   double num = 0, num32 = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(float(hy[i])) && std::isfinite(hy32[i])) << "element " << i;
-    num += std::pow(float(hy[i]) - ref[i], 2);
-    num32 += std::pow(hy32[i] - ref[i], 2);
-    den += double(ref[i]) * ref[i];
+  for (size_t i = 0; i < n; ++i) {
+    const float r = ops.ref[i];
+    ASSERT_TRUE(std::isfinite(hy[i]) && std::isfinite(hy32[i])) << "element " << i;
+    num += std::pow(hy[i] - r, 2);
+    num32 += std::pow(hy32[i] - r, 2);
+    den += double(r) * r;
   }
   EXPECT_LT(std::sqrt(num / den), Tol<T>::rel) << M << "x" << N << "x" << K;
   EXPECT_LT(std::sqrt(num32 / den), 1e-5) << "fp32 output " << M << "x" << N << "x" << K;
@@ -121,7 +135,8 @@ TYPED_TEST(LinearCuda, MatchesCpuReference) {
   kernels::cuda::GemmContext ctx;
   for (auto shape : {std::tuple{1, 67, 64}, {7, 4096, 128}, {83, 129, 4096}, {64, 512, 4096}}) {
     const int M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
-    check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
+    LinearOperands<T> ops(M, N, K);
+    check_linear<T>(ops, M, [&](const T* x, const T* w, T* y, float* y32) {
       const kernels::LinearWeights<T> lw{w, nullptr, N, K};
       kernels::cuda::linear<T>(ctx, x, lw, y, M, nullptr);
       kernels::cuda::linear_f32_out<T>(ctx, x, lw, y32, M, nullptr);
@@ -160,11 +175,16 @@ TYPED_TEST(LinearCuda, RefusesABias) {
 TYPED_TEST(LinearCuda, TunedShapesMatchCpuReference) {
   LMX_REQUIRE_GPU();
   using T = TypeParam;
-  for (const double min_gain : {0.01, -1.0}) {
-    kernels::cuda::GemmContext ctx;
-    for (auto shape : {std::tuple{32, 4096, 4096}, {16, 129, 4104}, {83, 1000, 512}}) {
-      const int M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
-      check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
+  // One context a min_gain (tunings are kept per context); one set of operands a shape for both.
+  const double min_gains[] = {0.01, -1.0};
+  kernels::cuda::GemmContext contexts[2];
+  for (auto shape : {std::tuple{32, 4096, 4096}, {16, 129, 4104}, {83, 1000, 512}}) {
+    const int M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
+    LinearOperands<T> ops(M, N, K);
+    for (int g = 0; g < 2; ++g) {
+      const double min_gain = min_gains[g];
+      kernels::cuda::GemmContext& ctx = contexts[g];
+      check_linear<T>(ops, M, [&](const T* x, const T* w, T* y, float* y32) {
         const kernels::cuda::LinearTuning t =
             kernels::cuda::tune_linear<T>(ctx, &w, 1, x, y, M, N, K, nullptr, min_gain);
         const kernels::cuda::LinearTuning t32 =
@@ -200,23 +220,28 @@ TYPED_TEST_SUITE(SkinnyLinearCuda, HalfTypes);
 TYPED_TEST(SkinnyLinearCuda, MatchesCpuReference) {
   LMX_REQUIRE_GPU();
   using T = TypeParam;
-  for (int M = 1; M <= kernels::cuda::kSkinnyMaxRows; ++M)
-    for (auto shape : {std::pair{1, 8},
-                       {7, 40},
-                       {33, 4104},
-                       {67, 64},
-                       {1000, 11008},
-                       {4096, 4104},
-                       {129, 11008},
-                       {32000, 512}}) {
-      const int N = shape.first, K = shape.second;
+  // One set of operands a shape (the reference of kSkinnyMaxRows rows, computed once), every row
+  // count M against its first M rows.
+  for (auto shape : {std::pair{1, 8},
+                     {7, 40},
+                     {33, 4104},
+                     {67, 64},
+                     {1000, 11008},
+                     {4096, 4104},
+                     {129, 11008},
+                     {32000, 512}}) {
+    const int N = shape.first, K = shape.second;
+    LinearOperands<T> ops(kernels::cuda::kSkinnyMaxRows, N, K);
+    for (int M = 1; M <= kernels::cuda::kSkinnyMaxRows; ++M) {
       ASSERT_TRUE(kernels::cuda::skinny_supported(M, K));
-      check_linear<T>(M, N, K, [&](const T* x, const T* w, T* y, float* y32) {
+      check_linear<T>(ops, M, [&](const T* x, const T* w, T* y, float* y32) {
         const kernels::LinearWeights<T> lw{w, nullptr, N, K};
         kernels::cuda::skinny_linear<T>(x, lw, y, M, nullptr);
         kernels::cuda::skinny_linear_f32_out<T>(x, lw, y32, M, nullptr);
       });
+      if (::testing::Test::HasFailure()) return;  // one failing case is enough to read
     }
+  }
 }
 
 // The skinny launchers whose epilogue adds no bias refuse a view with one, and the gated one a

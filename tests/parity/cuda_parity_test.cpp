@@ -25,16 +25,17 @@
 
 #include "engine/backend/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/generate/generator.h"
 #include "engine/core/error.h"
+#include "engine/generate/generator.h"
 #include "engine/model/model.h"
 #include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "smoothquant/calibration.h"
 #include "smoothquant/plan.h"
 #include "smoothquant/smoothquant.h"
-#include "tests/support/parity_fixtures.h"
 #include "tests/support/checkpoint_writer.h"
+#include "tests/support/parity_fixtures.h"
+#include "tests/support/require_gpu.h"
 
 namespace lmx {
 namespace {
@@ -42,8 +43,10 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-#define REQUIRE_GPU() \
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device"
+// Skips without a GPU; fails instead under LMX_REQUIRE_GPU=1 (scripts/gpu_tests.sh sets it).
+#define REQUIRE_GPU()                          \
+  LMX_GPU_SKIP_UNLESS(cuda_device_available(), \
+                      "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device")
 
 using testing::open_parity_fixture;
 using testing::parity_fixture_names;
@@ -166,6 +169,7 @@ TEST_P(CudaHfParity, Fp32GreedyIdsAndLogits) {
 int expect_half_precision_cases(Backend& backend, Backend& cpu, const json& expected,
                                 const HalfPrecision& half) {
   int clear_steps = 0;
+  double worst = 0;
   for (const json& c : expected["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const auto path = c["greedy_ids"].get<std::vector<int32_t>>();
@@ -174,13 +178,19 @@ int expect_half_precision_cases(Backend& backend, Backend& cpu, const json& expe
     const auto cpu_rows = forced_logits(cpu, prompt, path);
     for (size_t s = 0; s < path.size(); ++s) {
       const auto& g = gpu_rows[s];
-      EXPECT_LE(rel_l2(g, cpu_rows[s]), half.tol) << "step " << s << " dtype " << int(half.dtype);
+      const double e = rel_l2(g, cpu_rows[s]);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, half.tol) << "step " << s << " dtype " << int(half.dtype);
       if (margins[s] <= half.margin) continue;
       ++clear_steps;
       const int32_t top = int32_t(std::max_element(g.begin(), g.end()) - g.begin());
       EXPECT_EQ(top, path[s]) << "step " << s << " margin " << margins[s] << " dtype " << int(half.dtype);
     }
   }
+  // The measured worst, to hold the tolerance to the data (it is a relative L2 of the whole
+  // logits row; bf16's 8x larger unit roundoff than fp16's scales fp16's 2e-2 to 0.16).
+  std::printf("[ accuracy ] dtype %d: worst relative L2 vs CPU fp32 %.4g (bound %.3g)\n",
+              int(half.dtype), worst, half.tol);
   return clear_steps;
 }
 
@@ -328,7 +338,8 @@ std::vector<int> split_degrees(const DecoderDesc& d) {
 TEST_P(CudaHfParity, TensorParallelFp32MatchesTransformers) {
   REQUIRE_GPU();
   const int gpus = cuda_device_count();
-  if (gpus < 2) GTEST_SKIP() << "tensor parallelism needs 2+ GPUs; this machine has " << gpus;
+  // On one GPU, scripts/gpu_tests.sh leaves this test out (under LMX_REQUIRE_GPU=1 it fails here).
+  LMX_GPU_SKIP_UNLESS(gpus >= 2, "tensor parallelism needs 2+ GPUs; this machine has " << gpus);
   const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   const std::vector<int> degrees = split_degrees(model.desc);
@@ -352,7 +363,8 @@ TEST_P(CudaHfParity, TensorParallelFp32MatchesTransformers) {
 TEST_P(CudaHfParity, TensorParallelHalfPrecisionTopOneOnClearSteps) {
   REQUIRE_GPU();
   const int gpus = cuda_device_count();
-  if (gpus < 2) GTEST_SKIP() << "tensor parallelism needs 2+ GPUs; this machine has " << gpus;
+  // On one GPU, scripts/gpu_tests.sh leaves this test out (under LMX_REQUIRE_GPU=1 it fails here).
+  LMX_GPU_SKIP_UNLESS(gpus >= 2, "tensor parallelism needs 2+ GPUs; this machine has " << gpus);
   const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
   auto cpu = make_cpu_backend(model, {16, 256});

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
@@ -59,23 +60,35 @@ TEST_F(KvFp8CpuBackend, GreedyTokensMatchTheFp32CacheForAShortPrompt) {
   EXPECT_EQ(fp8.tokens, ref.tokens);
 }
 
-// Every prompt: same token count, same first token, and first-step logits within 1.5 of the
-// fp32-cache ones (measured at most 1.02; the bound leaves room for BLAS summation-order changes,
-// while a broken cache write, e.g. unscaled or truncated values, moves them by far more).
-TEST_F(KvFp8CpuBackend, FirstStepLogitsStayCloseForEveryPrompt) {
+// Every prompt: same token count, same first token, and first-step logits within relative L2
+// u = 2^-4 of the fp32-cache ones. u is E4M3's unit roundoff (4 significant bits): the most that
+// fp8 storage moves any one cached K or V value, relative to itself (2^-4 / sqrt(3) ~ 3.6% rms).
+// Each layer's attention output is a softmax-weighted mean of V rows (its error the same mean of
+// the V errors) with scores moved by q . dk, and it is one of several summands of the residual
+// stream, so the logits move by about that relative amount: measured (OpenBLAS, 2026-11-26) 0.040,
+// 0.019 and 0.020 relative L2 (0.64 u at most; max |difference| 1.02 of max |logit| 17.8). A
+// broken cache write (unscaled or truncated values, a wrong slot) moves them by O(1); a rounding
+// that is off by one code is CacheHoldsOnlyE4m3ValuesAfterPrefill's to catch. Summation order
+// (OpenBLAS vs the built-in sgemm) changes these by ~1e-6.
+TEST_F(KvFp8CpuBackend, FirstStepLogitsWithinE4m3RoundoffOfTheFp32CacheForEveryPrompt) {
   for (const char* text : {"Once upon a time", "The little dog", "Lily wanted to play with her"}) {
     SCOPED_TRACE(text);
     const GenerationResult ref = generate(KvDtype::model, text, 8);
     const GenerationResult fp8 = generate(KvDtype::fp8_e4m3, text, 8);
     ASSERT_EQ(fp8.prompt_logits.size(), ref.prompt_logits.size());
     ASSERT_FALSE(ref.prompt_logits.empty());
-    float max_diff = 0.0f;
     bool changed = false;
+    double num = 0, den = 0;
     for (size_t i = 0; i < ref.prompt_logits.size(); ++i) {
-      max_diff = std::max(max_diff, std::fabs(fp8.prompt_logits[i] - ref.prompt_logits[i]));
-      changed |= fp8.prompt_logits[i] != ref.prompt_logits[i];
+      const double d = double(fp8.prompt_logits[i]) - ref.prompt_logits[i];
+      changed |= d != 0;
+      num += d * d;
+      den += double(ref.prompt_logits[i]) * ref.prompt_logits[i];
     }
-    EXPECT_LT(max_diff, 1.5f);
+    const double rel = std::sqrt(num / den);
+    std::printf("[ fp8 kv   ] \"%s\": first-step logits %.3g relative L2 from the fp32 cache's\n",
+                text, rel);
+    EXPECT_LT(rel, 1.0 / 16);  // E4M3's unit roundoff 2^-4
     EXPECT_TRUE(changed);  // the fp8 cache is in effect
     EXPECT_EQ(fp8.tokens.size(), ref.tokens.size());
     EXPECT_EQ(fp8.tokens.at(0), ref.tokens.at(0));

@@ -16,6 +16,7 @@
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
+#include "tests/support/require_gpu.h"
 
 namespace lmx {
 namespace {
@@ -49,7 +50,10 @@ std::map<uint64_t, std::vector<int32_t>> drain(Scheduler& s, const std::function
   for (int step = 0; s.has_work() || (each_step && step < 3); ++step) {
     if (each_step) each_step(step);
     for (const TokenOutput& o : s.step()) tokens[o.id].push_back(o.token.id);
-    if (step > 10000) ADD_FAILURE() << "no progress";
+    if (step > 10000) {  // a stalled scheduler fails once and stops, never loops forever
+      ADD_FAILURE() << "no progress after " << step << " steps";
+      break;
+    }
   }
   return tokens;
 }
@@ -60,8 +64,10 @@ class SchedulerTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
 #if LMX_HAVE_CUDA_BACKEND
-    if (GetParam() == "cuda" && !cuda_device_available())
-      GTEST_SKIP() << "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device";
+    if (GetParam() == "cuda") {
+      LMX_GPU_SKIP_UNLESS(cuda_device_available(),
+                          "no CUDA GPU on this machine: run scripts/gpu_tests.sh on the device");
+    }
 #endif
   }
 
