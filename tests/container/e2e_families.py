@@ -4,8 +4,10 @@ so the text "\\u0001" is the fixture's one-token prompt [1]). The greedy ids the
 (`details`) must equal transformers' for that prompt. The device comes from LMX_E2E_DEVICE (cpu
 here and in CI; cuda on the GPU machine, where fp32 keeps greedy ids exact). On cpu each family
 is also served split over tensor-parallel ranks (threads), and on cuda over 2 GPUs (NCCL) when
-LMX_E2E_GPUS says the machine has 2 or more; /health must report the split."""
+LMX_E2E_GPUS says the machine has 2 or more; /health must report the split. At every degree, six
+prompts streamed at once must each give the tokens that prompt gives alone."""
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -73,6 +75,45 @@ def serve_one(c, a, d, name, expected, case, overrides):
         c.check(ok and ids == case["greedy_ids"],
                 f"{label}: greedy ids {ids} != transformers' {case['greedy_ids']} "
                 f"({status} {body[:200]!r})")
+        concurrent_streams_match_alone(c, s, label)
+
+
+# Prompts of different lengths and lengths of answer, so the batch changes shape as requests
+# join and leave it.
+CONCURRENT = [("\u0001", 12), ("ab", 5), ("hello world", 9), ("\u0002\u0003\u0004", 3),
+              ("the cat sat", 11), ("x", 7)]
+
+
+def greedy_request(prompt, new_tokens, stream):
+    return json.dumps({"inputs": prompt, "stream": stream, "parameters": {
+        "max_new_tokens": new_tokens, "do_sample": False, "ignore_eos": True, "details": True}})
+
+
+def streamed_ids(url, prompt, new_tokens):
+    """The token ids of one streamed greedy request (jsonlines), or the failure as a string."""
+    status, _, body = http("POST", url + "/invocations", greedy_request(prompt, new_tokens, True),
+                           {"Content-Type": "application/json"}, timeout=120)
+    if status != 200:
+        return f"{status} {body[:200]!r}"
+    lines = [json.loads(x) for x in body.decode().splitlines() if x.strip()]
+    return [x["token"]["id"] for x in lines if "token" in x]
+
+
+def concurrent_streams_match_alone(c, s, label):
+    """Each prompt's greedy ids, asked alone, then all prompts streamed at once: every stream's
+    tokens equal its prompt's alone (the batch's other rows change nothing)."""
+    alone = []
+    for prompt, n in CONCURRENT:
+        status, _, body = http("POST", s.url + "/invocations", greedy_request(prompt, n, False),
+                               {"Content-Type": "application/json"})
+        alone.append([t["id"] for t in json.loads(body)["details"]["tokens"]]
+                     if status == 200 else f"{status} {body[:200]!r}")
+    with concurrent.futures.ThreadPoolExecutor(len(CONCURRENT)) as pool:
+        streams = list(pool.map(lambda pn: streamed_ids(s.url, *pn), CONCURRENT))
+    for (prompt, n), one, streamed in zip(CONCURRENT, alone, streams):
+        c.check(isinstance(one, list) and len(one) == n and streamed == one,
+                f"{label}: {prompt!r} streamed beside {len(CONCURRENT) - 1} others gave "
+                f"{streamed}, alone {one}")
 
 
 def main():
