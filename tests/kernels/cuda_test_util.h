@@ -126,15 +126,13 @@ inline std::vector<float> draw_from_table(size_t n, std::mt19937& rng,
                                           const std::vector<float>& table) {
   SplitMix64 g(rng);
   std::vector<float> v(n);
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
+  const size_t whole = n / 4;  // draws that fill four values
+  for (size_t d = 0; d < whole; ++d) {
     const uint64_t r = g.next();
-    v[i] = table[r & 0xffff];
-    v[i + 1] = table[(r >> 16) & 0xffff];
-    v[i + 2] = table[(r >> 32) & 0xffff];
-    v[i + 3] = table[r >> 48];
+    for (size_t j = 0; j < 4; ++j) v[4 * d + j] = table[(r >> (16 * j)) & 0xffff];
   }
-  for (uint64_t r = g.next(); i < n; ++i, r >>= 16) v[i] = table[r & 0xffff];
+  uint64_t r = g.next();
+  for (size_t i = 4 * whole; i < n; ++i, r >>= 16) v[i] = table[r & 0xffff];
   return v;
 }
 

@@ -1,6 +1,6 @@
 // option.quantize=fp8 on the GPU against its CPU reference (quant/fp8.h), step by step:
-//  - quantize_rows_e4m3 gives the reference's E4M3 bytes and row scales exactly, from the same
-//    values (an all-zero row, an outlier, values past E4M3's range before scaling);
+//  - quantize_rows_e4m3 pads rows to the GEMM's K with zero codes (its bytes and scales:
+//    tests/kernels/row_quantizer_test.cu);
 //  - Fp8Gemm (cuBLASLt FP8 with both scales in its epilogue) equals quant::cpu::fp8_linear within
 //    the sums' rounding and one rounding to T, at row counts from one to past a bucket edge, odd
 //    N, a Llama-2-7B shape, after tuning and without;
@@ -38,29 +38,6 @@ template <typename T>
 class Fp8Cuda : public ::testing::Test {};
 using AllTypes = ::testing::Types<float, __half, __nv_bfloat16>;
 TYPED_TEST_SUITE(Fp8Cuda, AllTypes);
-
-TYPED_TEST(Fp8Cuda, QuantizeRowsGivesTheReferenceBytes) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
-  std::mt19937 rng(31);
-  for (auto [M, K] : {std::pair{1, 64}, {7, 4096}, {300, 96}, {33, 11008}}) {
-    auto x = test::randn<T>(size_t(M) * K, rng);
-    for (int k = 0; k < K; ++k) x[size_t(M / 2) * K + k] = 0.0f;  // an all-zero row: scale 0
-    x[3] = 40.0f;                                                 // an outlier
-    x[size_t(M - 1) * K] = float(T(3000.0f));                     // past 448 before scaling
-    std::vector<uint8_t> q(x.size());
-    std::vector<float> s(static_cast<size_t>(M));
-    quant::cpu::quantize_rows_e4m3("x", x.data(), M, K, q.data(), s.data());
-    Dev<T> dx(x.size());
-    Dev<uint8_t> dq(q.size());
-    Dev<float> ds(s.size());
-    dx.upload(x);
-    kc::quantize_rows_e4m3<T>(dx.p, dq.p, ds.p, M, K, K, nullptr);
-    LMX_CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_EQ(dq.download(), q) << M << "x" << K;
-    EXPECT_EQ(ds.download(), s) << M << "x" << K;
-  }
-}
 
 // Rows padded to the GEMM's K (fp8_padded): the same codes, then zeros (a poisoned buffer: every
 // padding byte is written).

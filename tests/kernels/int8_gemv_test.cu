@@ -1,5 +1,5 @@
 // dynamic_int8 on the GPU against its CPU reference (quant/int8.h):
-//  - quantize_rows_int8 gives the reference's int8 bytes and scales exactly (from the same values);
+//  - (quantize_rows_int8 gives the reference's bytes and scales: tests/kernels/row_quantizer_test.cu);
 //  - dequantize_rows_int8 gives dequant(W) rounded once to T;
 // (the decode GEMV on int8 weights: tests/kernels/byte_weight_gemv_test.cu).
 #include <cuda_bf16.h>
@@ -25,35 +25,10 @@ using test::rel_l2;
 using test::Tol;
 namespace kc = kernels::cuda;
 
-// (N, K), K % 16 == 0: one partial tile, a partial last k-step, Llama's o / down shapes.
-const std::vector<std::pair<int, int>> kShapes = {
-    {7, 48}, {33, 4112}, {1000, 512}, {4096, 4096}, {129, 11008}};
-
 template <typename T>
 class Int8Cuda : public ::testing::Test {};
 using AllTypes = ::testing::Types<float, __half, __nv_bfloat16>;
 TYPED_TEST_SUITE(Int8Cuda, AllTypes);
-
-TYPED_TEST(Int8Cuda, QuantizeRowsGivesTheReferenceBytes) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
-  std::mt19937 rng(11);
-  for (auto [N, K] : kShapes) {
-    auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
-    for (int k = 0; k < K; ++k) w[size_t(3 % N) * K + k] = 0.0f;  // an all-zero row: scale 0
-    std::vector<int8_t> q(w.size());
-    std::vector<float> s(static_cast<size_t>(N));
-    quant::cpu::quantize_int8("w", w.data(), N, K, K, q.data(), s.data());
-    Dev<T> dw(w.size());
-    Dev<int8_t> dq(q.size());
-    Dev<float> ds(s.size());
-    dw.upload(w);
-    kc::quantize_rows_int8<T>(dw.p, nullptr, dq.p, ds.p, N, K, nullptr);
-    LMX_CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_EQ(dq.download(), q) << N << "x" << K;
-    EXPECT_EQ(ds.download(), s) << N << "x" << K;
-  }
-}
 
 TYPED_TEST(Int8Cuda, DequantizeRowsIsOneRounding) {
   LMX_REQUIRE_GPU();

@@ -1,6 +1,6 @@
 // smoothquant's W8A8 linear on the GPU against its CPU reference (quant/w8a8.h), step by step:
-//  - per-token activation quantization (quantize_rows_int8 with an explicit 1/s) gives the
-//    reference's int8 bytes and row scales exactly, from the same values;
+//  - (per-token activation quantization, quantize_rows_int8 with an explicit 1/s, gives the
+//    reference's bytes and scales: tests/kernels/row_quantizer_test.cu);
 //  - the weight quantizer with col_scale = s gives the bytes of the reference's W diag(s)
 //    quantized per channel;
 //  - Int8Gemm's int32 sums equal the reference's exactly (integer arithmetic), at row counts from
@@ -47,34 +47,6 @@ template <typename T>
 class W8A8Cuda : public ::testing::Test {};
 using AllTypes = ::testing::Types<float, __half, __nv_bfloat16>;
 TYPED_TEST_SUITE(W8A8Cuda, AllTypes);
-
-TYPED_TEST(W8A8Cuda, ActivationQuantizationGivesTheReferenceBytes) {
-  LMX_REQUIRE_GPU();
-  using T = TypeParam;
-  std::mt19937 rng(21);
-  for (auto [M, K] : {std::pair{1, 64}, {7, 4096}, {300, 96}, {33, 11008}}) {
-    auto x = test::randn<T>(size_t(M) * K, rng);
-    for (int k = 0; k < K; ++k) x[size_t(M / 2) * K + k] = 0.0f;  // an all-zero token: scale 0
-    x[3] = 40.0f;                                                 // an outlier channel
-    const auto s = smoothing(K, rng);
-    std::vector<float> inv(s.size());
-    for (size_t k = 0; k < s.size(); ++k) inv[k] = 1.0f / s[k];
-    for (const float* inv_smooth : std::vector<const float*>{nullptr, inv.data()}) {
-      std::vector<int8_t> q(x.size());
-      std::vector<float> xs(static_cast<size_t>(M));
-      quant::cpu::quantize_rows_int8(x.data(), inv_smooth, M, K, q.data(), xs.data());
-      Dev<T> dx(x.size());
-      Dev<float> dinv(inv.size()), dxs(xs.size());
-      Dev<int8_t> dq(q.size());
-      dx.upload(x);
-      dinv.upload(inv);
-      kc::quantize_rows_int8<T>(dx.p, inv_smooth ? dinv.p : nullptr, dq.p, dxs.p, M, K, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_EQ(dq.download(), q) << M << "x" << K << (inv_smooth ? " smoothed" : "");
-      EXPECT_EQ(dxs.download(), xs) << M << "x" << K << (inv_smooth ? " smoothed" : "");
-    }
-  }
-}
 
 TYPED_TEST(W8A8Cuda, SmoothedWeightQuantizationGivesTheReferenceBytes) {
   LMX_REQUIRE_GPU();

@@ -1,0 +1,124 @@
+// The row quantizers on the GPU (kernels/quantize.h) against their CPU references, byte for byte:
+// from the same values every code and every row scale equal the reference's.
+//  - int8 (quantize_rows_int8): the activation reference quant::cpu::quantize_rows_int8, plain
+//    and with smoothquant's 1/s column factors (0.05 .. 20), and, plain, the weight reference
+//    quant::cpu::quantize_int8 with one group a row (what dynamic_int8 does at load);
+//  - E4M3 (quantize_rows_e4m3): quant::cpu::quantize_rows_e4m3 (fp8's activations and weights).
+// Each shape has an all-zero row (scale 0), an outlier and a value past E4M3's range before
+// scaling. Shapes: one row, K below one block's width, K not a multiple of 8 or of a block,
+// Llama's hidden / intermediate widths, 4096 rows.
+// (Rows padded to the GEMM's K: tests/kernels/fp8_linear_test.cu, QuantizeRowsPadsWithZeroCodes.)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/quantize.h"
+#include "quant/fp8.h"
+#include "quant/int8.h"
+#include "quant/w8a8.h"
+#include "tests/kernels/cuda_test_util.h"
+
+namespace lmx {
+namespace {
+
+using test::Dev;
+namespace kc = kernels::cuda;
+
+struct Int8Rows {
+  using Code = int8_t;
+  static constexpr bool kSmoothing = true;
+  static constexpr bool kWeightReference = true;
+  static void reference(const float* x, const float* inv_smooth, int M, int K, Code* q, float* s) {
+    quant::cpu::quantize_rows_int8(x, inv_smooth, M, K, q, s);
+  }
+  static void weight_reference(const float* w, int N, int K, Code* q, float* s) {
+    quant::cpu::quantize_int8("w", w, N, K, K, q, s);
+  }
+  template <typename T>
+  static void device(const T* x, const float* inv_smooth, Code* q, float* s, int M, int K) {
+    kc::quantize_rows_int8<T>(x, inv_smooth, q, s, M, K, nullptr);
+  }
+};
+
+struct E4m3Rows {
+  using Code = uint8_t;
+  static constexpr bool kSmoothing = false;
+  static constexpr bool kWeightReference = false;
+  static void reference(const float* x, const float*, int M, int K, Code* q, float* s) {
+    quant::cpu::quantize_rows_e4m3("x", x, M, K, q, s);
+  }
+  static void weight_reference(const float*, int, int, Code*, float*) {}
+  template <typename T>
+  static void device(const T* x, const float*, Code* q, float* s, int M, int K) {
+    kc::quantize_rows_e4m3<T>(x, q, s, M, K, K, nullptr);
+  }
+};
+
+// Smoothing factors of the size SmoothQuant makes (max|X|^a / max|W|^(1-a)): 0.05 .. 20, as 1/s.
+std::vector<float> inverse_smoothing(int K, std::mt19937& rng) {
+  std::uniform_real_distribution<float> e(-3.0f, 3.0f);
+  std::vector<float> inv(static_cast<size_t>(K));
+  for (float& v : inv) v = 1.0f / std::exp(e(rng));
+  return inv;
+}
+
+// P: std::pair<T (the values' type), the format's traits>.
+template <typename P>
+class RowQuantizerCuda : public ::testing::Test {};
+using Params = ::testing::Types<std::pair<float, Int8Rows>, std::pair<__half, Int8Rows>,
+                                std::pair<__nv_bfloat16, Int8Rows>, std::pair<float, E4m3Rows>,
+                                std::pair<__half, E4m3Rows>, std::pair<__nv_bfloat16, E4m3Rows>>;
+TYPED_TEST_SUITE(RowQuantizerCuda, Params);
+
+TYPED_TEST(RowQuantizerCuda, GivesTheReferenceBytesAndScales) {
+  LMX_REQUIRE_GPU();
+  using T = typename TypeParam::first_type;
+  using F = typename TypeParam::second_type;
+  using Code = typename F::Code;
+  std::mt19937 rng(31);
+  for (auto [M, K] : {std::pair{1, 64}, {7, 48}, {7, 4096}, {300, 96}, {33, 4112}, {33, 11008},
+                      {1000, 512}, {129, 11008}, {4096, 4096}}) {
+    auto x = test::randn<T>(size_t(M) * K, rng);
+    for (int k = 0; k < K; ++k) x[size_t(M / 2) * K + k] = 0.0f;  // an all-zero row: scale 0
+    x[3] = 40.0f;                                                 // an outlier
+    x[size_t(M - 1) * K] = float(T(3000.0f));                     // past 448 before scaling
+    const auto inv = inverse_smoothing(K, rng);
+    Dev<T> dx(x.size());
+    Dev<float> dinv(inv.size());
+    dx.upload(x);
+    dinv.upload(inv);
+    for (const bool smoothed : {false, true}) {
+      if (smoothed && !F::kSmoothing) continue;
+      const std::string where =
+          std::to_string(M) + "x" + std::to_string(K) + (smoothed ? " smoothed" : "");
+      const float* inv_host = smoothed ? inv.data() : nullptr;
+      std::vector<Code> q(x.size());
+      std::vector<float> s(static_cast<size_t>(M));
+      F::reference(x.data(), inv_host, M, K, q.data(), s.data());
+      Dev<Code> dq(q.size());
+      Dev<float> ds(s.size());
+      F::template device<T>(dx.p, smoothed ? dinv.p : nullptr, dq.p, ds.p, M, K);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      const auto got_q = dq.download();
+      const auto got_s = ds.download();
+      ASSERT_EQ(got_q, q) << where;
+      ASSERT_EQ(got_s, s) << where;
+      if (F::kWeightReference && !smoothed) {
+        F::weight_reference(x.data(), M, K, q.data(), s.data());
+        ASSERT_EQ(got_q, q) << where << " (the weight reference)";
+        ASSERT_EQ(got_s, s) << where << " (the weight reference)";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lmx
