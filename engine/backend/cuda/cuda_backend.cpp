@@ -16,6 +16,7 @@
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/fp8_linear.h"
 #include "engine/backend/cuda/w8a8_linear.h"
+#include "engine/backend/decode_graph_buckets.h"
 #include "engine/backend/rope.h"
 #include "engine/backend/sample_rows.h"
 #include "engine/core/log.h"
@@ -632,11 +633,10 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // Smallest captured batch size that holds `seqs` decode tokens.
+  // The captured batch size that holds `seqs` decode tokens (engine/backend/decode_graph_buckets.h):
+  // a padded step must fit the step's sequence and token capacity.
   int graph_bucket(int seqs) const {
-    for (int b : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512})
-      if (b >= seqs && b <= opts_.max_sequences) return b;
-    return 0;  // larger than any bucket: eager
+    return decode_graph_bucket(seqs, std::min(opts_.max_sequences, opts_.max_step_tokens));
   }
 
   // Decode steps replay a graph per (batch bucket, context bucket); the first step of a shape runs
