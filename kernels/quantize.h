@@ -13,6 +13,10 @@
 //                         E4M3 (0 for an all-zero row); codes cols..codes_ld-1 of each row are
 //                         zeros (the FP8 GEMM's K padded to 16: kernels/fp8_linear.h).
 //                         option.quantize=fp8's weights at load and activations per token.
+//   encode_rows_e4m3:     x [rows, cols] T -> codes [rows, codes_ld] = E4M3(x), no scaling, zeros
+//                         past cols: kernels/kv_dtype.h's encode_e4m3 of each value. An fp8
+//                         checkpoint's weights, which arrive as their codes' values (exact in
+//                         T), back to the checkpoint's codes.
 // T = float, __half or __nv_bfloat16; device memory; no allocation, no synchronization.
 #pragma once
 
@@ -36,5 +40,8 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
 template <typename T>
 void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols,
                         int codes_ld, cudaStream_t stream);
+template <typename T>
+void encode_rows_e4m3(const T* x, uint8_t* codes, int rows, int cols, int codes_ld,
+                      cudaStream_t stream);
 
 }  // namespace lmx::kernels::cuda

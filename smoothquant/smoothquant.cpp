@@ -141,8 +141,12 @@ LoadedModel load_quantized_model(const std::filesystem::path& dir, const LinearQ
   if (smoothquant && quant.quantized())
     throw_error("smoothquant and {} cannot be combined", quant.method());
   LoadedModel m = load_model(dir, quant);
+  if (smoothquant && !m.quantization.is_null())
+    throw_error("{}: option.quantize=smoothquant quantizes F32, F16 or BF16 checkpoints; this one "
+                "is already quantized ({})",
+                dir.string(), m.quantization.dump());
   if (smoothquant) apply(m, *smoothquant);
-  if (quant.quantized()) {
+  if (quant.quantized() && m.quantization.is_null()) {
     m.quantization = {{"method", quant.method()}};
     if (quant.kind == QuantKind::W8A16Grouped) m.quantization["group_size"] = quant.group;
   }

@@ -16,6 +16,7 @@
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
+#include "kernels/kv_dtype.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
 #include "quant/w8a8.h"
@@ -83,9 +84,17 @@ void quantize_linear(CpuLinear& L, const std::string& label, TensorParallelRank 
   if (!L.quant.quantized()) return;
   if (L.quant.kind == QuantKind::Fp8) {  // E4M3 codes as bytes in values
     L.q.values.resize(size_t(L.out * L.in));
-    L.q.scales.resize(size_t(L.out));
-    quant::cpu::quantize_rows_e4m3(what.c_str(), L.weight.data(), L.out, L.in,
-                                   reinterpret_cast<uint8_t*>(L.q.values.data()), L.q.scales.data());
+    auto* codes = reinterpret_cast<uint8_t*>(L.q.values.data());
+    if (const auto& given = L.quant.checkpoint_scales) {  // the checkpoint's codes, as stored
+      if (int64_t(given->size()) != L.out)
+        throw_error("{}: {} fp8 scales for {} rows", what, given->size(), L.out);
+      for (size_t i = 0; i < L.weight.size(); ++i) codes[i] = kernels::cpu::encode_e4m3(L.weight[i]);
+      L.q.scales = *given;
+    } else {
+      L.q.scales.resize(size_t(L.out));
+      quant::cpu::quantize_rows_e4m3(what.c_str(), L.weight.data(), L.out, L.in, codes,
+                                     L.q.scales.data());
+    }
     Buffer().swap(L.weight);
     return;
   }

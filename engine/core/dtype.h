@@ -10,7 +10,9 @@
 
 namespace lmx {
 
-enum class DType { F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL };
+// F8_E4M3: OCP FP8 E4M3 codes (fp8 checkpoints' weights, with scales beside them: converting one
+// gives the code's value, unscaled).
+enum class DType { F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL, F8_E4M3 };
 
 std::optional<DType> dtype_from_safetensors(std::string_view name);  // "F32" -> F32
 std::string_view dtype_name(DType dtype);                          // F32 -> "F32"

@@ -100,6 +100,11 @@ struct LinearQuant {
   // preceding norm's weight and bias are divided by s, else the activations are multiplied by 1/s.
   std::shared_ptr<const std::vector<float>> smooth = nullptr;
   bool smooth_in_norm = false;
+  // Fp8 from an fp8 checkpoint (engine/model/quantization.h, CheckpointFp8): the weight's scales,
+  // one per output row the Linear holds (a rank's rows), set by shard_weights from the
+  // description's q.scale. The weight then holds the checkpoint's E4M3 values (unscaled), which
+  // the backend stores as codes with these scales. Null: the backend quantizes the weight itself.
+  std::shared_ptr<const std::vector<float>> checkpoint_scales = nullptr;
 
   bool quantized() const { return kind != QuantKind::None; }
   // The option.quantize method that asks for this kind, for messages.
@@ -127,12 +132,17 @@ struct QuantStorage<std::vector<float>> {
   std::vector<float> inv_smooth;  // W8A8 with smoothing not folded into a norm: 1 / s [in]
 };
 
+// The description: an fp8 checkpoint's weight scales, [out] in the weight's canonical row order
+// (each stored row's scale: its tensor's one scale, or its channel's), or absent.
+template <>
+struct QuantStorage<WeightRef> {
+  WeightRef scale;
+};
+
 // Whether a Linear<Buffer> can carry a quantized weight: the description (a request) and the
 // buffers with a QuantStorage.
 template <typename Buffer>
 inline constexpr bool kHoldsQuantized = !std::is_empty_v<QuantStorage<Buffer>>;
-template <>
-inline constexpr bool kHoldsQuantized<WeightRef> = true;
 
 // A projection with its weight held in `Buffer`: a WeightRef (the model's description), host fp32
 // (CPU backend) or device memory (CUDA backend). Same spec everywhere; backends map one into the

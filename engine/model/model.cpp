@@ -27,7 +27,18 @@ LoadedModel load_model(const std::filesystem::path& model_dir, const LinearQuant
     check_load_deadline();
     m.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(model_dir));
     check_load_deadline();
-    m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc));
+    const std::optional<CheckpointFp8> fp8 = checkpoint_fp8(m.config);
+    m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc),
+                                fp8.has_value());
+    if (fp8) {
+      m.quantization = {{"method", "fp8"}, {"checkpoint", fp8->layout}};
+      lmx::logger().info("{}: an fp8 checkpoint ({}): E4M3 weights and their scales loaded as "
+                         "stored", model_dir.string(), fp8->layout);
+      if (fp8->static_input_scales)
+        lmx::logger().warn("{}: the checkpoint's static activation scales (input_scale) are not "
+                           "used: activations are quantized per token at run time",
+                           model_dir.string());
+    }
   }
   if (quant.quantized()) request_quantization(m.weights, quant);
   lmx::logger().info("loaded {} from {}: {} layers, hidden {}, {} heads / {} kv heads, vocab {}",

@@ -27,16 +27,104 @@ LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_s
   throw_error("option.quantize={}: unknown method", int(method));
 }
 
-void check_quantizable(const ModelConfig& config, const LinearQuant& quant) {
-  if (!quant.quantized() || !config.has("quantization_config")) return;
+namespace {
+
+// obj[key] of type T, `fallback` when absent or null; an error naming `where`.key otherwise.
+template <typename T>
+T member(const ModelConfig& config, const nlohmann::json& obj, const char* key, T fallback,
+         const std::string& where) {
+  if (!obj.contains(key) || obj[key].is_null()) return fallback;
+  try {
+    return obj[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw_error("{}: quantization_config {}{} = {} has the wrong type", config.source(), where,
+                key, obj[key].dump());
+  }
+}
+
+std::string quant_method(const nlohmann::json& qc) {
+  return qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
+             ? qc["quant_method"].get<std::string>()
+             : "unknown";
+}
+
+// compressed-tensors' quantization args for weights or input activations of one config group:
+// 8-bit symmetric float, the strategies LMX honours. `what` names it in errors.
+void check_float8_args(const ModelConfig& config, const nlohmann::json& args, const std::string& what,
+                       std::initializer_list<const char*> strategies) {
+  const auto value = [&](const char* key) -> std::string {
+    return args.contains(key) ? args[key].dump() : "missing";
+  };
+  if (!args.is_object())
+    throw_error("{}: quantization_config {} is not an object", config.source(), what);
+  const std::string at = what + ".";
+  if (member(config, args, "num_bits", 0, at) != 8 ||
+      member(config, args, "type", std::string(), at) != "float")
+    throw_error("{}: quantization_config {} has num_bits {} and type {}: LMX loads 8-bit float "
+                "(fp8 E4M3) compressed-tensors checkpoints only",
+                config.source(), what, value("num_bits"), value("type"));
+  if (!member(config, args, "symmetric", true, at))
+    throw_error("{}: quantization_config {} is asymmetric: fp8 checkpoints are symmetric",
+                config.source(), what);
+  const std::string strategy = member(config, args, "strategy", std::string(), at);
+  for (const char* s : strategies)
+    if (strategy == s) return;
+  throw_error("{}: quantization_config {} strategy {} is not supported (LMX loads fp8 weights "
+              "scaled per tensor or per output channel, e.g. not block- or group-scaled ones)",
+              config.source(), what, value("strategy"));
+}
+
+CheckpointFp8 compressed_tensors(const ModelConfig& config, const nlohmann::json& qc) {
+  const std::string format = member(config, qc, "format", std::string(), "");
+  if (format != "float-quantized" && format != "naive-quantized")
+    throw_error("{}: compressed-tensors format '{}' is not supported (LMX loads fp8 checkpoints: "
+                "float-quantized or naive-quantized)",
+                config.source(), format);
+  if (!qc.contains("config_groups") || !qc["config_groups"].is_object() ||
+      qc["config_groups"].empty())
+    throw_error("{}: compressed-tensors quantization_config has no config_groups", config.source());
+  CheckpointFp8 fp8{"compressed-tensors", false};
+  for (const auto& [name, group] : qc["config_groups"].items()) {
+    const std::string where = "config_groups." + name;
+    if (!group.is_object() || !group.contains("weights"))
+      throw_error("{}: quantization_config {} has no weights", config.source(), where);
+    check_float8_args(config, group["weights"], where + ".weights", {"tensor", "channel"});
+    if (group.contains("input_activations") && !group["input_activations"].is_null()) {
+      const nlohmann::json& in = group["input_activations"];
+      check_float8_args(config, in, where + ".input_activations", {"tensor", "token"});
+      fp8.static_input_scales |= !member(config, in, "dynamic", false, where + ".input_activations.");
+    }
+  }
+  return fp8;
+}
+
+}  // namespace
+
+std::optional<CheckpointFp8> checkpoint_fp8(const ModelConfig& config) {
+  if (!config.has("quantization_config")) return std::nullopt;
   const nlohmann::json& qc = config.raw()["quantization_config"];
-  const std::string method = qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
-                                 ? qc["quant_method"].get<std::string>()
-                                 : "unknown";
-  throw_error("{}: the checkpoint is already quantized (quantization_config.quant_method = '{}'); "
-              "option.quantize={} quantizes F32, F16 or BF16 checkpoints: point LMX at "
-              "the unquantized model or leave option.quantize unset",
-              config.source(), method, quant.method());
+  const std::string method = quant_method(qc);
+  if (method == "compressed-tensors") return compressed_tensors(config, qc);
+  if (method == "fp8" && !qc.contains("weight_block_size"))
+    return CheckpointFp8{"fp8 (AutoFP8)",
+                         member(config, qc, "activation_scheme", std::string(), "") == "static"};
+  if (method == "fp8")
+    throw_error("{}: a block-scaled fp8 checkpoint (quantization_config.weight_block_size {}) is "
+                "not supported yet: LMX loads fp8 weights scaled per tensor or per output channel",
+                config.source(), qc["weight_block_size"].dump());
+  throw_error("{}: the checkpoint is quantized with quantization_config.quant_method = '{}', which "
+              "LMX does not load: point it at the F32 / F16 / BF16 model (option.quantize then "
+              "quantizes it) or at an fp8 checkpoint (compressed-tensors or AutoFP8)",
+              config.source(), method);
+}
+
+void check_quantizable(const ModelConfig& config, const LinearQuant& quant) {
+  const std::optional<CheckpointFp8> fp8 = checkpoint_fp8(config);
+  if (!fp8 || !quant.quantized() || quant.kind == QuantKind::Fp8) return;
+  throw_error("{}: the checkpoint is already quantized ({} fp8); option.quantize={} quantizes F32, "
+              "F16 or BF16 checkpoints: leave option.quantize unset (or fp8) for this one, or point "
+              "LMX at the unquantized model",
+              config.source(), fp8->layout, quant.method());
 }
 
 void request_quantization(ModelWeights<WeightRef>& weights, const LinearQuant& quant) {

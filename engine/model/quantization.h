@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "engine/model/model_config.h"
 #include "engine/model/weight_map.h"
@@ -21,9 +22,29 @@ LinearQuant dynamic_int8(std::optional<int> group_size = std::nullopt);
 // smoothquant::apply marks it after calibrating; smoothquant/smoothquant.h).
 LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_size);
 
-// Refuses a checkpoint that is already quantized (config.json `quantization_config`, e.g. GPTQ,
-// AWQ, bitsandbytes or fp8 checkpoints) with an error naming its method: dynamic_int8 quantizes
-// F32 / F16 / BF16 weights. (fp8 tensors, F8_E4M3 / F8_E5M2, are refused by the loader.)
+// A checkpoint whose projections are already fp8 (config.json `quantization_config`), loaded as
+// stored: E4M3 codes (safetensors F8_E4M3) and their scales (`<weight>_scale` beside each
+// `<weight>`: one a tensor or one an output channel), no dequantize-requantize. Two layouts:
+//   compressed-tensors (quant_method "compressed-tensors", format "float-quantized" or
+//     "naive-quantized"): config groups of 8-bit float symmetric weights, strategy "tensor" or
+//     "channel"; modules in `ignore` stay 16-bit;
+//   AutoFP8 (quant_method "fp8" without weight_block_size): per-tensor weight scales.
+// Activations are quantized per token at run time, as option.quantize=fp8 does: a static
+// per-tensor `input_scale` in the checkpoint is not used (static_input_scales says it is there,
+// and the loader logs it).
+struct CheckpointFp8 {
+  std::string layout;  // "compressed-tensors" or "fp8 (AutoFP8)", for messages
+  bool static_input_scales = false;
+};
+
+// The checkpoint's fp8 layout; nullopt when config.json has no quantization_config. Throws
+// lmx::Error naming the method, or the key and value, for any other quantization (GPTQ, AWQ,
+// bitsandbytes, block-scaled fp8 with weight_block_size, int8 or 4-bit compressed-tensors, ...).
+std::optional<CheckpointFp8> checkpoint_fp8(const ModelConfig& config);
+
+// Refuses option.quantize on a checkpoint that is already quantized: an fp8 checkpoint takes
+// option.quantize unset or fp8 (what it is); dynamic_int8 and smoothquant quantize F32 / F16 /
+// BF16 weights. The error names the checkpoint's method.
 void check_quantizable(const ModelConfig& config, const LinearQuant& quant);
 
 // Marks every projection (qkv, o, up, down, project_in / out and the LM head, tied or not; not

@@ -41,11 +41,11 @@ TensorView parse_entry(const std::string& name, const json& entry, std::span<con
   view.name = name;
   const std::string dtype = entry["dtype"].get<std::string>();
   auto parsed = dtype_from_safetensors(dtype);
-  if (!parsed && (dtype == "F8_E4M3" || dtype == "F8_E5M2"))  // an fp8 checkpoint
-    throw_error(
-        "{}: dtype {} (fp8 weights) is not supported: LMX loads F32, F16 and BF16 "
-        "checkpoints (option.quantize=dynamic_int8 quantizes those to int8 itself)",
-        where, dtype);
+  if (!parsed && dtype == "F8_E5M2")
+    throw_error("{}: dtype F8_E5M2 (fp8 weights with 2 mantissa bits) is not supported: LMX loads "
+                "F32, F16 and BF16 checkpoints, and fp8 checkpoints in F8_E4M3 "
+                "(docs/quantization.md)",
+                where);
   if (!parsed) throw_error("{}: unknown dtype '{}'", where, dtype);
   view.dtype = *parsed;
   for (const json& d : entry["shape"]) {

@@ -1,6 +1,7 @@
 #include "engine/model/shard.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "engine/core/error.h"
 
@@ -43,6 +44,7 @@ LinearRef column_parallel(const LinearRef& l, TensorParallelRank tp) {
   s.out = total(ranges);
   s.weight = select_rows(l.weight, ranges, s.out);
   s.bias = select_rows(l.bias, ranges, s.out);
+  s.q.scale = select_rows(l.q.scale, ranges, s.out);
   return s;
 }
 
@@ -93,19 +95,29 @@ DecoderDesc rank_desc(const DecoderDesc& d, TensorParallelRank tp) {
   return r;
 }
 
+// An fp8 checkpoint's projection (LinearRef::q.scale present): its scales for the rows the rank
+// holds (resolve_weights checked them), read into quant.checkpoint_scales.
+static void read_checkpoint_scales(LinearRef& l) {
+  if (l.q.scale.present())
+    l.quant.checkpoint_scales = std::make_shared<std::vector<float>>(materialize_f32(l.q.scale));
+}
+
 ModelWeightRefs shard_weights(const ModelWeightRefs& w, const DecoderDesc& d,
                               TensorParallelRank tp) {
   rank_desc(d, tp);  // the degree's checks, with their messages
-  if (tp.ranks == 1) return w;
   ModelWeightRefs s = w;  // embedding, positions, norms and OPT's projections: whole
-  for (LayerWeightRefs& l : s.layers) {
-    l.qkv = column_parallel(l.qkv, tp);
-    l.o = row_parallel(l.o, tp);
-    l.up = column_parallel(l.up, tp);
-    l.down = row_parallel(l.down, tp);
+  if (tp.ranks > 1) {
+    for (LayerWeightRefs& l : s.layers) {
+      l.qkv = column_parallel(l.qkv, tp);
+      l.o = row_parallel(l.o, tp);
+      l.up = column_parallel(l.up, tp);
+      l.down = row_parallel(l.down, tp);
+    }
+    s.lm_head = vocab_parallel(w.lm_head, w.lm_head_tied ? w.embed : w.lm_head.weight, tp);
+    s.lm_head_tied = false;
   }
-  s.lm_head = vocab_parallel(w.lm_head, w.lm_head_tied ? w.embed : w.lm_head.weight, tp);
-  s.lm_head_tied = false;
+  for (LayerWeightRefs& l : s.layers)
+    for (LinearRef* p : {&l.qkv, &l.o, &l.up, &l.down}) read_checkpoint_scales(*p);
   return s;
 }
 

@@ -32,13 +32,15 @@ std::vector<int64_t> row_groups(size_t num_names, const std::vector<int64_t>& sp
 // only shapes the references.
 class Resolver {
  public:
-  Resolver(const Checkpoint* ckpt, const TensorNames& names) : ckpt_(ckpt), names_(names) {}
+  // fp8: the checkpoint's projections may be stored as E4M3 codes with scales (CheckpointFp8).
+  Resolver(const Checkpoint* ckpt, const TensorNames& names, bool fp8)
+      : ckpt_(ckpt), names_(names), fp8_(fp8) {}
 
   bool has(const std::string& name) const { return lookup(name) != nullptr; }
 
   // `rows` splits the canonical rows among the parts (one entry per part); `cols` == 0 for vectors.
   WeightRef matrix(const std::vector<std::string>& part_names, const std::vector<int64_t>& rows,
-                   int64_t cols, bool transposed) const {
+                   int64_t cols, bool transposed, bool allow_fp8 = false) const {
     WeightRef ref;
     const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
     ref.shape = cols == 0 ? std::vector<int64_t>{total} : std::vector<int64_t>{total, cols};
@@ -48,7 +50,7 @@ class Resolver {
     ref.name = part_names.front();
     ref.transposed = transposed && cols > 0;
     for (size_t i = 0; i < part_names.size(); ++i) {
-      const TensorView& t = require(part_names[i]);
+      const TensorView& t = require(part_names[i], allow_fp8);
       std::vector<int64_t> expected;
       if (cols == 0)
         expected = {rows[i]};
@@ -82,12 +84,78 @@ class Resolver {
                    bool transposed_storage = true) const {
     LinearRef l;
     l.weight = matrix(weight_names, row_groups(weight_names.size(), split), cols,
-                      transposed_storage && names_.linear_weights_transposed);
+                      transposed_storage && names_.linear_weights_transposed, fp8_);
     if (has_bias) l.bias = matrix(bias_names, row_groups(bias_names.size(), split), 0, false);
     l.out = l.weight.shape[0];
     l.in = cols;
     l.shard = std::move(shard);
     return l;
+  }
+
+  // An fp8 checkpoint's projection: when its weight parts are E4M3 codes, marks it Fp8 and
+  // resolves each part's scale (`<part>_scale`: [] or [1] per tensor, [rows] or [rows, 1] per
+  // output channel) into l.q.scale, in the weight's canonical row order (set it first). Only the
+  // decoder's projections may be fp8.
+  void fp8_scales(LinearRef& l, const std::vector<std::string>& weight_names,
+                  bool decoder_projection) const {
+    const auto is_fp8 = [](const TensorView* t) { return t->dtype == DType::F8_E4M3; };
+    const size_t fp8_parts = size_t(std::count_if(l.weight.parts.begin(), l.weight.parts.end(), is_fp8));
+    if (fp8_parts == 0) return;
+    if (!decoder_projection)
+      throw_error("tensor '{}' is stored in fp8 (F8_E4M3): LMX loads fp8 weights for the decoder's "
+                  "q/k/v, o, gate/up and down projections only, and keeps this one in 16-bit",
+                  l.weight.name);
+    if (fp8_parts != l.weight.parts.size())
+      throw_error("tensor '{}' is one of a fused projection's parts, some of which are fp8 and some "
+                  "not: they must be stored alike",
+                  l.weight.name);
+    WeightRef& s = l.q.scale;
+    s.name = weight_names.front() + "_scale";
+    s.shape = {l.out};
+    std::vector<int64_t> stored_start, scale_start;
+    std::vector<bool> per_tensor;
+    int64_t rows = 0, scales = 0;
+    for (size_t i = 0; i < weight_names.size(); ++i) {
+      const std::string name = weight_names[i] + "_scale";
+      const TensorView& t = require(name, false);
+      const int64_t part_rows = l.weight.parts[i]->shape[0];
+      const bool channel = t.shape == std::vector<int64_t>{part_rows} ||
+                           t.shape == std::vector<int64_t>{part_rows, 1};
+      const bool tensor = t.numel() == 1 && t.shape.size() <= 1;
+      if (!tensor && !channel)
+        throw_error("tensor '{}' has shape {}: an fp8 weight scale is [] or [1] (per tensor) or "
+                    "[{}] / [{}, 1] (per output channel of '{}')",
+                    name, shape_str(t.shape), part_rows, part_rows, weight_names[i]);
+      s.parts.push_back(&t);
+      per_tensor.push_back(!channel);
+      stored_start.push_back(rows);
+      scale_start.push_back(scales);
+      rows += part_rows;
+      scales += t.numel();
+    }
+    // Canonical row -> stored weight row -> its scale's element.
+    for (int64_t i = 0; i < l.out; ++i) {
+      const int64_t stored = l.weight.row_order.empty() ? i : l.weight.row_order[size_t(i)];
+      if (stored == WeightRef::kZeroRow) {
+        s.row_order.push_back(WeightRef::kZeroRow);
+        continue;
+      }
+      const size_t p = size_t(std::upper_bound(stored_start.begin(), stored_start.end(), stored) -
+                              stored_start.begin() - 1);
+      s.row_order.push_back(scale_start[p] + (per_tensor[p] ? 0 : stored - stored_start[p]));
+    }
+    for (const TensorView* part : s.parts) {  // a few floats: checked here, read again per rank
+      WeightRef whole;
+      whole.parts = {part};
+      whole.shape = {part->numel()};
+      const std::vector<float> v = materialize_f32(whole);
+      for (size_t i = 0; i < v.size(); ++i)
+        if (!(v[i] > 0.0f))
+          throw_error("tensor '{}' holds the weight scale {} (element {}): fp8 scales must be "
+                      "positive",
+                      part->name, v[i], i);
+    }
+    l.quant = LinearQuant{QuantKind::Fp8};
   }
 
  private:
@@ -99,17 +167,23 @@ class Resolver {
     return nullptr;
   }
 
-  const TensorView& require(const std::string& name) const {
+  const TensorView& require(const std::string& name, bool allow_fp8) const {
     const TensorView* t = lookup(name);
     if (!t) throw_error("missing tensor '{}' in the checkpoint at {}", name, ckpt_->dir().string());
+    if (allow_fp8 && t->dtype == DType::F8_E4M3) return *t;
     if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
-      throw_error("tensor '{}' has dtype {}, expected F32, F16 or BF16", name,
-                  dtype_name(t->dtype));
+      throw_error("tensor '{}' has dtype {}, expected F32, F16 or BF16{}", name,
+                  dtype_name(t->dtype),
+                  t->dtype == DType::F8_E4M3
+                      ? " (fp8 weights load from checkpoints whose config.json declares them: "
+                        "compressed-tensors or AutoFP8 quantization_config)"
+                      : "");
     return *t;
   }
 
   const Checkpoint* ckpt_;
   const TensorNames& names_;
+  bool fp8_;
 };
 
 // Canonical q | k | v row -> stored row of the fused projection. PerHead storage interleaves the
@@ -142,8 +216,9 @@ std::vector<int64_t> qkv_row_order(const DecoderDesc& d, QkvLayout layout) {
   return order;
 }
 
-ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const TensorNames& names) {
-  const Resolver r(ckpt, names);
+ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const TensorNames& names,
+                           bool fp8) {
+  const Resolver r(ckpt, names, fp8);
   const int64_t H = d.hidden_size, E = d.embed_dim, V = d.vocab_size, I = d.intermediate_size;
   const int64_t D = d.head_dim, Q = d.q_size(), KV = d.kv_size();
   const bool layer_norm = d.norm == NormKind::LayerNorm;
@@ -200,7 +275,27 @@ ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const T
                     d.mlp_bias, ShardSpec::column(up_split));
     L.down = r.linear({name(names.down_weight)}, {name(names.down_bias)}, {H}, I, d.mlp_bias,
                       ShardSpec::row({I}));
+    if (ckpt && fp8) {
+      r.fp8_scales(L.qkv, for_layer(names.qkv_weight, l), true);
+      r.fp8_scales(L.o, {name(names.o_weight)}, true);
+      r.fp8_scales(L.up, for_layer(names.up_weight, l), true);
+      r.fp8_scales(L.down, {name(names.down_weight)}, true);
+      const QuantKind first = w.layers.empty() ? L.qkv.quant.kind : w.layers[0].qkv.quant.kind;
+      for (const LinearRef* p : {&L.qkv, &L.o, &L.up, &L.down})
+        if (p->quant.kind != first)
+          throw_error("layer {}: tensor '{}' is {}stored in fp8 where layer 0's q/k/v projection "
+                      "is {}: LMX needs every decoder projection of an fp8 checkpoint in fp8",
+                      l, p->weight.name, p->quant.kind == QuantKind::Fp8 ? "" : "not ",
+                      first == QuantKind::Fp8 ? "fp8" : "not");
+    }
     w.layers.push_back(std::move(L));
+  }
+  if (ckpt && fp8) {
+    if (!w.lm_head_tied) r.fp8_scales(w.lm_head, {names.lm_head}, false);
+    if (d.projects_embeddings()) {
+      r.fp8_scales(w.project_in, {names.project_in}, false);
+      r.fp8_scales(w.project_out, {names.project_out}, false);
+    }
   }
   return w;
 }
@@ -214,11 +309,13 @@ int64_t WeightRef::numel() const {
 }
 
 ModelWeightRefs resolve_weights(const Checkpoint& ckpt, const DecoderDesc& d,
-                                const TensorNames& names) {
-  return build_refs(&ckpt, d, names);
+                                const TensorNames& names, bool fp8_checkpoint) {
+  return build_refs(&ckpt, d, names, fp8_checkpoint);
 }
 
-ModelWeightRefs describe_weights(const DecoderDesc& d) { return build_refs(nullptr, d, {}); }
+ModelWeightRefs describe_weights(const DecoderDesc& d) {
+  return build_refs(nullptr, d, {}, false);
+}
 
 namespace {
 

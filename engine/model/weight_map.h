@@ -20,8 +20,11 @@ using ModelWeightRefs = ModelWeights<WeightRef>;
 // (random-weight benchmarks) allocate from this.
 ModelWeightRefs describe_weights(const DecoderDesc& desc);
 
+// fp8_checkpoint: config.json declares an fp8 checkpoint (engine/model/quantization.h,
+// CheckpointFp8): the decoder projections stored as F8_E4M3 are marked Fp8 with their scales
+// (LinearRef::q.scale); without it an F8_E4M3 tensor is an error naming it.
 ModelWeightRefs resolve_weights(const Checkpoint& checkpoint, const DecoderDesc& desc,
-                                const TensorNames& names);
+                                const TensorNames& names, bool fp8_checkpoint = false);
 
 // Writes the weight as fp32 in canonical layout; `dst` holds ref.numel() floats.
 void materialize_f32(const WeightRef& ref, float* dst);

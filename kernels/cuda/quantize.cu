@@ -141,7 +141,31 @@ __global__ void dequantize_rows_kernel(const int8_t* __restrict__ q,
     out[i] = from_f<T>(float(q[i]) * scale[i / cols]);
 }
 
+// Grid-stride over codes [rows, ld].
+template <typename T>
+__global__ void encode_rows_kernel(const T* __restrict__ x, uint8_t* __restrict__ codes,
+                                   size_t n, int cols, int ld) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t r = i / size_t(ld);
+    const int c = int(i - r * size_t(ld));
+    codes[i] = c < cols ? E4m3Code::encode(to_f(x[r * size_t(cols) + size_t(c)])) : uint8_t(0);
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void encode_rows_e4m3(const T* x, uint8_t* codes, int rows, int cols, int codes_ld,
+                      cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (codes_ld < cols)
+    throw std::invalid_argument("encode_rows_e4m3: codes_ld " + std::to_string(codes_ld) +
+                                " < cols " + std::to_string(cols));
+  const size_t n = size_t(rows) * size_t(codes_ld);
+  const int blocks = int(std::min<size_t>((n + kThreads - 1) / kThreads, 132 * 16));
+  encode_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(x, codes, n, cols, codes_ld);
+}
 
 template <typename T>
 void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
@@ -185,7 +209,8 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
   template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int, int, \
                                       cudaStream_t);                                       \
   template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t); \
-  template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t);
+  template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t); \
+  template void encode_rows_e4m3<T>(const T*, uint8_t*, int, int, int, cudaStream_t);
 LMX_INSTANTIATE(float)
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)

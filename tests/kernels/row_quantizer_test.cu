@@ -8,6 +8,7 @@
 // scaling. Shapes: one row, K below one block's width, K not a multiple of 8 or of a block,
 // Llama's hidden / intermediate widths, 4096 rows.
 // (Rows padded to the GEMM's K: tests/kernels/fp8_linear_test.cu, QuantizeRowsPadsWithZeroCodes.)
+// And encode_rows_e4m3 (no scaling) against kernels::cpu::encode_e4m3.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/kv_dtype.h"
 #include "kernels/quantize.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
@@ -118,6 +120,40 @@ TYPED_TEST(RowQuantizerCuda, GivesTheReferenceBytesAndScales) {
       }
     }
   }
+}
+
+// encode_rows_e4m3: every value's E4M3 code, unscaled, as kernels/kv_dtype.h's encode_e4m3 (an
+// fp8 checkpoint's weights arrive as their codes' values): every finite code's value and values
+// between and past them, rows padded with zero codes to a wider stride.
+template <typename T>
+class EncodeRowsE4m3Cuda : public ::testing::Test {};
+using ValueTypes = ::testing::Types<float, __half, __nv_bfloat16>;
+TYPED_TEST_SUITE(EncodeRowsE4m3Cuda, ValueTypes);
+
+TYPED_TEST(EncodeRowsE4m3Cuda, GivesTheReferenceCodesAndZeroPadding) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::vector<float> x;
+  for (int code = 0; code < 256; ++code) {
+    const float v = kernels::cpu::decode_e4m3(uint8_t(code));
+    if (std::isfinite(v)) x.push_back(v);
+  }
+  std::mt19937 rng(41);
+  const auto more = test::randn<T>(5 * 97, rng, 100.0f);  // N(0, 100): past 448 too
+  x.insert(x.end(), more.begin(), more.end());
+  const int cols = 97, rows = int(x.size()) / cols, ld = 112;
+  x.resize(size_t(rows) * cols);
+  for (float& v : x) v = float(T(v));  // the values T holds
+  std::vector<uint8_t> want(size_t(rows) * ld, 0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      want[size_t(r) * ld + c] = kernels::cpu::encode_e4m3(x[size_t(r) * cols + c]);
+  Dev<T> dx(x.size());
+  Dev<uint8_t> dq(want.size());
+  dx.upload(x);
+  kc::encode_rows_e4m3<T>(dx.p, dq.p, rows, cols, ld, nullptr);
+  LMX_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(dq.download(), want);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "smoothquant/plan.h"
 #include "smoothquant/smoothquant.h"
 #include "tests/support/checkpoint_writer.h"
+#include "tests/support/fp8_checkpoint_writer.h"
 #include "tests/support/parity_fixtures.h"
 #include "tests/support/require_gpu.h"
 
@@ -570,6 +571,45 @@ TEST(CudaRandomWeights, ServedModelKeepsItsQuantization) {
     const auto p = forced_logits(*plain, prompt, path);
     for (size_t s = 0; s < path.size(); ++s)
       EXPECT_LT(10 * rel_l2(g[s], d[s]), rel_l2(g[s], p[s])) << "step " << s;
+  }
+}
+
+// An fp8 checkpoint (compressed-tensors, per-channel scales written by the CPU reference
+// quantizer from a tiny Llama's fp32 weights) on the GPU, its codes loaded as stored (the encode
+// kernel, rows padded for the FP8 GEMM, norms left unfolded). fp32: its logits are those of the
+// same fp32 weights quantized at load (option.quantize=fp8) up to the GEMMs' timed algorithm
+// choices, ten times closer to them than to the unquantized model's. fp16 / bf16: finite and
+// within 0.1 relative of the fp32 run (a sanity bound: activations rounded to 16 bits before
+// their per-token E4M3 quantization may move a code, 6.25% of a value at most).
+TEST(CudaFp8Checkpoint, LoadsTheCodesAsStored) {
+  REQUIRE_GPU();
+  json config = testing::tiny_llama_config();
+  config["num_hidden_layers"] = 2;
+  const auto fp32_tensors = testing::tiny_llama_tensors(config);
+  testing::TempDir plain, fp8;
+  std::ofstream(plain.path() / "config.json") << config.dump();
+  testing::write_file(plain.path() / "model.safetensors", testing::safetensors_bytes(fp32_tensors));
+  config["quantization_config"] = testing::compressed_tensors_config("channel");
+  std::ofstream(fp8.path() / "config.json") << config.dump();
+  testing::write_file(fp8.path() / "model.safetensors",
+                      testing::safetensors_bytes(testing::fp8_tensors(fp32_tensors, 2, false)));
+  const std::vector<int32_t> prompt = {1, 5, 9, 13, 2, 7}, path = {3, 4, 8, 6};
+  const auto stored =
+      forced_logits(*make_cuda_backend(load_model(fp8.path()), options(CudaDtype::F32)), prompt, path);
+  const auto at_load = forced_logits(
+      *make_cuda_backend(load_model(plain.path(), LinearQuant{QuantKind::Fp8}), options(CudaDtype::F32)),
+      prompt, path);
+  const auto unquantized =
+      forced_logits(*make_cuda_backend(load_model(plain.path()), options(CudaDtype::F32)), prompt, path);
+  for (size_t s = 0; s < path.size(); ++s)
+    EXPECT_LT(10 * rel_l2(stored[s], at_load[s]), rel_l2(stored[s], unquantized[s])) << "step " << s;
+  for (CudaDtype dtype : {CudaDtype::F16, CudaDtype::BF16}) {
+    const auto half = forced_logits(*make_cuda_backend(load_model(fp8.path()), options(dtype)), prompt, path);
+    for (size_t s = 0; s < path.size(); ++s) {
+      for (float v : half[s]) ASSERT_TRUE(std::isfinite(v)) << "step " << s;
+      EXPECT_LT(rel_l2(half[s], stored[s]), 0.1) << (dtype == CudaDtype::F16 ? "fp16" : "bf16")
+                                                 << " step " << s;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 
 namespace lmx::testing {
 
@@ -20,6 +21,12 @@ std::string safetensors_bytes(const std::map<std::string, TensorSpec>& tensors,
     const size_t begin = data.size();
     std::string bytes(size_t(n) * elem, '\0');
     if (t.dtype == "F32" && !t.values.empty()) std::memcpy(bytes.data(), t.values.data(), bytes.size());
+    if (elem == 1 && !t.bytes.empty()) {
+      if (t.bytes.size() != bytes.size())
+        throw std::invalid_argument("tensor '" + name + "': " + std::to_string(t.bytes.size()) +
+                                    " bytes for " + std::to_string(bytes.size()));
+      std::memcpy(bytes.data(), t.bytes.data(), bytes.size());
+    }
     data += bytes;
     header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
   }

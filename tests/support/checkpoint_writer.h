@@ -13,9 +13,10 @@
 namespace lmx::testing {
 
 struct TensorSpec {
-  std::string dtype = "F32";  // written as F32 data when "F32"; raw zero bytes otherwise
+  std::string dtype = "F32";  // written as F32 data when "F32"; raw bytes otherwise
   std::vector<int64_t> shape;
   std::vector<float> values;  // F32 only; empty = zeros
+  std::vector<uint8_t> bytes = {};  // one-byte dtypes (F8_E4M3, U8, ...): the data; empty = zeros
 };
 
 // Serialises tensors into safetensors bytes (header + data) with an optional __metadata__.

@@ -11,6 +11,7 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/model/model.h"
 #include "tests/support/checkpoint_writer.h"
+#include "tests/support/expect_error.h"
 
 namespace lmx {
 namespace {
@@ -18,17 +19,6 @@ namespace {
 using ::testing::HasSubstr;
 using namespace lmx::testing;
 namespace fs = std::filesystem;
-
-// Runs `fn`, expecting an lmx::Error whose message contains every fragment.
-template <typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> fragments) {
-  try {
-    fn();
-    FAIL() << "expected an lmx::Error";
-  } catch (const Error& e) {
-    for (const auto& f : fragments) EXPECT_THAT(e.what(), HasSubstr(f));
-  }
-}
 
 class LoaderTest : public ::testing::Test {
  protected:
@@ -220,14 +210,14 @@ TEST_F(MalformedFileTest, UnknownDtype) {
   expect_error([&] { load(); }, {"unknown dtype 'F8_E9'"});
 }
 
-TEST_F(MalformedFileTest, Fp8CheckpointIsNamed) {
-  const std::string header = R"({"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})";
+TEST_F(MalformedFileTest, Fp8E5m2CheckpointIsNamed) {
+  const std::string header = R"({"x":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[0,1]}})";
   const uint64_t len = header.size();
   std::string out(8, '\0');
   std::memcpy(out.data(), &len, 8);
   write_weights(out + header + std::string(1, '\0'));
-  expect_error([&] { load(); }, {"tensor 'x': dtype F8_E4M3 (fp8 weights) is not supported",
-                                 "option.quantize=dynamic_int8 quantizes those"});
+  expect_error([&] { load(); }, {"tensor 'x': dtype F8_E5M2 (fp8 weights with 2 mantissa bits) is "
+                                 "not supported", "fp8 checkpoints in F8_E4M3"});
 }
 
 TEST_F(MalformedFileTest, NegativeOrBadOffsets) {

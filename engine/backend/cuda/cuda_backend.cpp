@@ -67,13 +67,14 @@ constexpr DeviceDtype kDeviceDtype = std::is_same_v<T, float>    ? DeviceDtype::
 // Whether the fused decode path folds the layer norms into the projections that read them (see
 // CudaBackendOptions::fuse_decode_projections): pre-norm RMSNorm layers whose blocks take the
 // residual stream as their residual, in fp16 / bf16. The weights are folded as they are loaded
-// (device_weights.h), before dynamic_int8 quantizes them. Not under smoothquant: its projections
-// quantize the norm's output per token, which needs the norm applied (with 1/s folded in) first.
+// (device_weights.h), before dynamic_int8 quantizes them. Not when `unfoldable`: under
+// smoothquant its projections quantize the norm's output per token, which needs the norm applied
+// (with 1/s folded in) first; an fp8 checkpoint's codes load as stored.
 template <typename T>
-bool folds_norms(const DecoderDesc& d, const CudaBackendOptions& o, bool w8a8) {
+bool folds_norms(const DecoderDesc& d, const CudaBackendOptions& o, bool unfoldable) {
   return o.fused && o.skinny_gemv && o.fuse_decode_projections && d.norm == NormKind::RmsNorm &&
          d.norm_placement == NormPlacement::Pre && !d.parallel_residual && !d.residual_from_norm &&
-         !std::is_same_v<T, float> && !w8a8;
+         !std::is_same_v<T, float> && !unfoldable;
 }
 
 // How the decoder's projections are quantized (every layer's alike: smoothquant's W8A8, fp8,
@@ -85,6 +86,11 @@ QuantKind decoder_quant(const ModelWeights<Buffer>& w) {
 template <typename Buffer>
 bool smoothquant_weights(const ModelWeights<Buffer>& w) {
   return decoder_quant(w) == QuantKind::W8A8;
+}
+// Whether the decoder's projections are an fp8 checkpoint's, whose codes are loaded as stored
+// (folding a norm into them would change the codes: their norms stay unfolded).
+inline bool checkpoint_fp8_weights(const ModelWeightRefs& w) {
+  return !w.layers.empty() && w.layers.front().qkv.q.scale.present();
 }
 
 // One tensor-parallel rank (engine/model/shard.h; the whole model at degree 1) on the current
@@ -136,8 +142,9 @@ class CudaBackend final : public Backend {
     allocate_scratch();
     allocate_kv();
     // The fused decode projections run the norms inside the projections that read them; the
-    // load folded the norm weights into those (folds_norms).
-    norms_folded_ = folds_norms<T>(desc_, opts_, w8a8_);
+    // load folded the norm weights into those (folds_norms), unless an fp8 checkpoint's codes
+    // were to stay as stored.
+    norms_folded_ = w_.norms_folded;
     if (norms_folded_) use_unit_norm_weights();
     rope_in_qkv_epilogue_ = norms_folded_ && desc_.positions == PositionKind::Rotary &&
                             k::rope_epilogue_supported(desc_.rope.rotary_dim, desc_.head_dim);
@@ -1035,7 +1042,9 @@ std::unique_ptr<Backend> build(const DecoderDesc& desc, TensorParallelRank tp,
                                std::unique_ptr<DeviceCommunicator> comm, const ModelWeightRefs& refs,
                                std::optional<uint64_t> seed, const CudaBackendOptions& o) {
   const DecoderDesc rank = rank_desc(desc, tp);
-  const WeightLoad load{folds_norms<T>(rank, o, smoothquant_weights(refs)), rank.shared_block_norm};
+  const WeightLoad load{
+      folds_norms<T>(rank, o, smoothquant_weights(refs) || checkpoint_fp8_weights(refs)),
+      rank.shared_block_norm};
   DeviceWeights<T> w = seed ? random_weights<T>(refs, *seed, load) : upload_weights<T>(refs, load);
   lmx::logger().info(
       "rank {}: {:.2f} GiB of weights on the GPU (at most {:.2f} GiB during the load)", tp.rank,

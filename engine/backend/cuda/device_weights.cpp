@@ -75,8 +75,17 @@ struct Finisher {
     if (fp8) {
       LMX_CUDA_CHECK(cudaMemset(L.q.values.get(), 0, L.q.values.bytes()));
       LMX_CUDA_CHECK(cudaMemset(L.q.scales.get(), 0, L.q.scales.bytes()));
-      k::quantize_rows_e4m3<T>(weight, reinterpret_cast<uint8_t*>(L.q.values.get()),
-                               L.q.scales.get(), int(L.out), int(L.in), int(row), nullptr);
+      auto* codes = reinterpret_cast<uint8_t*>(L.q.values.get());
+      if (const auto& given = L.quant.checkpoint_scales) {  // the checkpoint's codes, as stored
+        if (int64_t(given->size()) != L.out)
+          throw_error("{}: {} fp8 scales for {} rows", label, given->size(), L.out);
+        k::encode_rows_e4m3<T>(weight, codes, int(L.out), int(L.in), int(row), nullptr);
+        LMX_CUDA_CHECK(cudaMemcpy(L.q.scales.get(), given->data(), given->size() * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+      } else {
+        k::quantize_rows_e4m3<T>(weight, codes, L.q.scales.get(), int(L.out), int(L.in), int(row),
+                                 nullptr);
+      }
     } else {
       k::quantize_rows_int8<T>(weight, smooth.empty() ? nullptr : smooth.get(), L.q.values.get(),
                                L.q.scales.get(), int(L.out), int(L.in), int(row), nullptr);
@@ -155,6 +164,7 @@ DeviceWeights<T> upload_weights(const ModelWeightRefs& refs, const WeightLoad& l
       finish);
   finish.tied_head();
   finish.fold_smoothing_into_norms(load.shared_block_norm);
+  w.norms_folded = load.fold_norms;
   LMX_CUDA_CHECK(cudaDeviceSynchronize());  // the folds, before the backend's own stream reads
   return w;
 }
@@ -179,6 +189,7 @@ DeviceWeights<T> random_weights(const ModelWeightRefs& refs, uint64_t seed, cons
       finish);
   finish.tied_head();
   finish.fold_smoothing_into_norms(load.shared_block_norm);
+  w.norms_folded = load.fold_norms;
   LMX_CUDA_CHECK(cudaDeviceSynchronize());
   return w;
 }

@@ -41,6 +41,7 @@ template <typename T>
 struct DeviceWeights : ModelWeights<DeviceBuffer<T>> {
   size_t bytes = 0;  // every buffer above, as held after the load (int8 where quantized)
   size_t peak_bytes = 0;  // the most held at once during the load
+  bool norms_folded = false;  // WeightLoad::fold_norms as the load applied it
 };
 
 struct WeightLoad {

@@ -1,0 +1,33 @@
+// Test support: fp8 checkpoints (engine/model/quantization.h, CheckpointFp8) made from a tiny
+// Llama's fp32 tensors (checkpoint_writer.h) with the reference quantizer, in the layouts
+// published checkpoints use.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/checkpoint_writer.h"
+
+namespace lmx::testing {
+
+// compressed-tensors' quantization_config: 8-bit float weights with `strategy` ("channel" or
+// "tensor"), dynamic per-token activations, the LM head ignored.
+nlohmann::json compressed_tensors_config(const char* strategy);
+
+// `tensors`' decoder projections (layers 0..layers-1, Llama names) as F8_E4M3 codes with
+// `<weight>_scale` beside each, from quant::cpu::quantize_rows_e4m3: [rows, 1] per channel, or
+// [1] per tensor, which needs every row of a projection to have the same scale
+// (equalize_row_maxima); std::logic_error otherwise.
+std::map<std::string, TensorSpec> fp8_tensors(std::map<std::string, TensorSpec> tensors,
+                                              int layers, bool per_tensor);
+
+// One element of every row of every projection set to 1.5x the tensor's max |w|: the rows of a
+// tensor then share their max |w|, so per-tensor and per-channel scales are the same number.
+void equalize_row_maxima(std::map<std::string, TensorSpec>& tensors, int layers);
+
+// "model.layers.{layer}.{p}" for a projection `p` such as "self_attn.q_proj".
+std::string llama_projection(int layer, const std::string& p);
+
+}  // namespace lmx::testing
