@@ -112,9 +112,9 @@ std::optional<CheckpointFp8> checkpoint_fp8(const ModelConfig& config) {
     throw_error("{}: a block-scaled fp8 checkpoint (quantization_config.weight_block_size {}) is "
                 "not supported yet: LMX loads fp8 weights scaled per tensor or per output channel",
                 config.source(), qc["weight_block_size"].dump());
-  throw_error("{}: the checkpoint is quantized with quantization_config.quant_method = '{}', which "
-              "LMX does not load: point it at the F32 / F16 / BF16 model (option.quantize then "
-              "quantizes it) or at an fp8 checkpoint (compressed-tensors or AutoFP8)",
+  throw_error("{}: the checkpoint is already quantized (quantization_config.quant_method = '{}'), "
+              "which LMX does not load: point it at the F32 / F16 / BF16 model (option.quantize "
+              "then quantizes it) or at an fp8 checkpoint (compressed-tensors or AutoFP8)",
               config.source(), method);
 }
 

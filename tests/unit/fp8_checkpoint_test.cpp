@@ -158,7 +158,7 @@ class Fp8CheckpointErrors : public ::testing::Test {
 
 TEST_F(Fp8CheckpointErrors, OtherQuantizationMethodsAreNamed) {
   expect_error([&] { load_edited([](json& c, Tensors&) { c["quantization_config"] = {{"quant_method", "gptq"}}; }); },
-               {"quant_method = 'gptq'", "does not load"});
+               {"already quantized (quantization_config.quant_method = 'gptq')", "does not load"});
   expect_error([&] {
     load_edited([](json& c, Tensors&) {
       c["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
