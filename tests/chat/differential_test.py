@@ -133,25 +133,38 @@ def render_batch(lmx, requests, now=None, workers=None):
     return results
 
 
-def compare(ref, got):
-    """None when they agree, else a short description of the difference."""
+def compare_rendering(ref_name, ref_text, ref_error, raise_message, got):
+    """None when LMX's rendering `got` ({"text"}, {"error"} or {"crash"}) agrees with the
+    reference's, else a short description of the difference. The reference rendered `ref_text`,
+    or (ref_text None) failed with `ref_error`; `raise_message`: the template's raise_exception
+    message when that is how it failed, which LMX's error must then equal."""
     if "crash" in got:
         return "LMX crashed or failed oddly: " + got["crash"]
-    if "text" in ref:
+    if ref_text is not None:
         if "text" not in got:
-            return "jinja2 renders, LMX fails: " + got["error"]
-        if ref["text"] == got["text"]:
+            return f"{ref_name} renders, LMX fails: " + got["error"]
+        if ref_text == got["text"]:
             return None
-        a, b = ref["text"], got["text"]
+        a, b = ref_text, got["text"]
         i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
-        return f"text differs at char {i}: jinja2 {a[max(0, i - 40):i + 40]!r} vs LMX {b[max(0, i - 40):i + 40]!r}"
+        return (f"text differs at char {i}: {ref_name} {a[max(0, i - 40):i + 40]!r} vs "
+                f"LMX {b[max(0, i - 40):i + 40]!r}")
     if "text" in got:
-        return "jinja2 fails (" + ref["error"] + "), LMX renders"
-    if ref.get("raised"):
-        msg = ref["error"].split(": ", 1)[1].replace("\n", " ").replace("\r", " ")
-        if got["error"] != msg:
-            return f"raise_exception message differs: jinja2 {msg!r} vs LMX {got['error']!r}"
+        return f"{ref_name} fails ({ref_error}), LMX renders"
+    if raise_message is not None and got["error"] != raise_message:
+        return f"raise_exception message differs: {ref_name} {raise_message!r} vs LMX {got['error']!r}"
     return None
+
+
+def raised_message(error):
+    """The raise_exception message in a reference's error text ("TemplateError: msg"), one line."""
+    return error.split(": ", 1)[1].replace("\n", " ").replace("\r", " ")
+
+
+def compare(ref, got):
+    """None when LMX agrees with jinja2, else a short description of the difference."""
+    return compare_rendering("jinja2", ref.get("text"), ref.get("error"),
+                             raised_message(ref["error"]) if ref.get("raised") else None, got)
 
 
 def main():

@@ -33,24 +33,9 @@ RENDER = ("python3 scripts/render_chat_goldens.py --templates DIR --tokenizer-ca
 
 def compare(golden, got):
     """None when LMX agrees with transformers, else a short description of the difference."""
-    if "crash" in got:
-        return "LMX crashed or failed oddly: " + got["crash"]
-    if "text" in golden:
-        if "text" not in got:
-            return "transformers renders, LMX fails: " + got["error"]
-        if golden["text"] == got["text"]:
-            return None
-        a, b = golden["text"], got["text"]
-        i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
-        return (f"text differs at char {i}: transformers {a[max(0, i - 40):i + 40]!r} vs "
-                f"LMX {b[max(0, i - 40):i + 40]!r}")
-    if "text" in got:
-        return "transformers raises (" + golden["raised"] + "), LMX renders"
-    if golden.get("raise_exception"):
-        msg = golden["raised"].split(": ", 1)[1].replace("\n", " ").replace("\r", " ")
-        if got["error"] != msg:
-            return f"raise_exception message differs: transformers {msg!r} vs LMX {got['error']!r}"
-    return None
+    return dt.compare_rendering(
+        "transformers", golden.get("text"), golden.get("raised"),
+        dt.raised_message(golden["raised"]) if golden.get("raise_exception") else None, got)
 
 
 def main():
