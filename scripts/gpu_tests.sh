@@ -15,6 +15,10 @@ limit=${LMX_GPU_SUITE_TIMEOUT:-420}  # seconds a test binary (or e2e_families) m
 cd "$(dirname "$0")/.."
 log_dir=${OUT:-build-gpu}
 mkdir -p "$log_dir"
+# The parity tests read ../shared/models: on the device it comes carried as .cache/shared_models.
+if [[ -d .cache/shared_models && ! -d ../shared/models ]]; then
+  mkdir -p ../shared && cp -r .cache/shared_models ../shared/models
+fi
 # The device image has no OpenBLAS, PCRE2 or ICU headers: see scripts/pack_device_deps.sh.
 extra=()
 if [[ -d .devdeps ]]; then
