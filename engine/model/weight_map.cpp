@@ -105,6 +105,10 @@ class Resolver {
       throw_error("tensor '{}' is stored in fp8 (F8_E4M3): LMX loads fp8 weights for the decoder's "
                   "q/k/v, o, gate/up and down projections only, and keeps this one in 16-bit",
                   l.weight.name);
+    if (l.weight.transposed)
+      throw_error("tensor '{}' is stored in fp8 transposed ([in, out], as GPT-2's Conv1D): fp8 "
+                  "weights load in nn.Linear's [out, in] layout only",
+                  l.weight.name);
     if (fp8_parts != l.weight.parts.size())
       throw_error("tensor '{}' is one of a fused projection's parts, some of which are fp8 and some "
                   "not: they must be stored alike",
