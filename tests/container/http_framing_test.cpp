@@ -14,6 +14,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "container/http_framing.h"
+#include "tests/support/byte_stream.h"
 
 namespace lmx::server {
 namespace {
@@ -21,34 +22,7 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
-
-class ByteStream {
- public:
-  ByteStream(std::string_view data, std::size_t segment) : data_(data), segment_(segment) {}
-  template <typename MutableBuffers>
-  std::size_t read_some(const MutableBuffers& buffers, beast::error_code& ec) {
-    if (data_.empty()) {
-      ec = net::error::eof;
-      return 0;
-    }
-    ec = {};
-    const std::size_t n =
-        net::buffer_copy(buffers, net::buffer(data_.data(), std::min(segment_, data_.size())));
-    data_.remove_prefix(n);
-    return n;
-  }
-  template <typename MutableBuffers>
-  std::size_t read_some(const MutableBuffers& buffers) {
-    beast::error_code ec;
-    const std::size_t n = read_some(buffers, ec);
-    if (ec) throw beast::system_error(ec);
-    return n;
-  }
-
- private:
-  std::string_view data_;
-  std::size_t segment_;
-};
+using lmx::testing::ByteStream;
 
 // What the connection did with each request: the body it served, or the refusal that closed it.
 struct Outcome {

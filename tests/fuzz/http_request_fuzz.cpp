@@ -26,6 +26,7 @@
 #include <boost/beast/http.hpp>
 
 #include "container/http_framing.h"
+#include "tests/support/byte_stream.h"
 #include "container/http_rules.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -35,36 +36,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using lmx::server::Refusal;
-
-// A client's bytes as a SyncReadStream: `segment` bytes per read, then end of stream.
-class ByteStream {
- public:
-  ByteStream(std::string_view data, std::size_t segment) : data_(data), segment_(segment) {}
-
-  template <typename MutableBuffers>
-  std::size_t read_some(const MutableBuffers& buffers, beast::error_code& ec) {
-    if (data_.empty()) {
-      ec = net::error::eof;
-      return 0;
-    }
-    ec = {};
-    const std::size_t n = net::buffer_copy(
-        buffers, net::buffer(data_.data(), std::min(segment_, data_.size())));
-    data_.remove_prefix(n);
-    return n;
-  }
-  template <typename MutableBuffers>
-  std::size_t read_some(const MutableBuffers& buffers) {
-    beast::error_code ec;
-    const std::size_t n = read_some(buffers, ec);
-    if (ec) throw beast::system_error(ec);
-    return n;
-  }
-
- private:
-  std::string_view data_;
-  std::size_t segment_;
-};
+using lmx::testing::ByteStream;
 
 [[noreturn]] void broken(const char* what, std::string_view detail = {}) {
   std::fprintf(stderr, "http_request invariant broken: %s [%.*s]\n", what,
