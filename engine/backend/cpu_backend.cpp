@@ -373,6 +373,7 @@ class CpuBackend final : public Backend {
       k::rotary(kk, QKV, positions_.data(), inv_freq_.data(), T, local_.num_kv_heads,
                 desc_.head_dim, desc_.rope.rotary_dim);
     }
+    if (observer_) observer_->observe_kv(l, kk, v, T, local_.kv_size(), QKV);
     float* kc = k_cache_[size_t(l)].data();
     float* vc = v_cache_[size_t(l)].data();
     kernels::PagedKvLayout layout = layout_;

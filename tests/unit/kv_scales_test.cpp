@@ -1,6 +1,7 @@
 // The fp8 KV cache's scales from a checkpoint (engine/model/kv_scales.h): every spelling vLLM,
 // compressed-tensors, ModelOpt and Quark checkpoints use, and a clear error for each malformed
-// scale.
+// scale. Also the engine's choice (smoothquant/kv_calibration.h, choose_kv_scales) when the
+// checkpoint has scales or the configuration fixes one.
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -11,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/model/kv_scales.h"
 #include "engine/model/model.h"
+#include "smoothquant/kv_calibration.h"
 #include "tests/support/checkpoint_writer.h"
 #include "tests/support/expect_error.h"
 
@@ -118,6 +120,30 @@ TEST_F(KvScalesTest, ScalesForSomeLayersOnlyAreAnError) {
   expect_error([&] {
     read(load_with({{layer(0, "k_scale"), scalar(1.0f)}, {layer(0, "v_scale"), scalar(1.0f)}}));
   }, {"1 of 2 layers", "layer 1 has none", layer(1, "k_scale")});
+}
+
+// The engine's choice: auto takes the checkpoint's; a fixed value wins over them; the model
+// dtype cache leaves the model without scales.
+TEST_F(KvScalesTest, ChooseKvScalesFollowsTheSetting) {
+  properties::ServingConfig config;
+  LoadedModel m = load_with({{layer(0, "k_scale"), scalar(2.0f)},
+                             {layer(0, "v_scale"), scalar(4.0f)},
+                             {layer(1, "k_scale"), scalar(8.0f)},
+                             {layer(1, "v_scale"), scalar(16.0f)}});
+  smoothquant::choose_kv_scales(m, config);  // kv_cache_dtype auto: no scales
+  EXPECT_TRUE(m.kv_scales.empty());
+  config.kv_cache_dtype = properties::KvCacheDtype::Fp8E4m3;
+  smoothquant::choose_kv_scales(m, config);
+  ASSERT_EQ(m.kv_scales.size(), 2u);
+  EXPECT_EQ(m.kv_scales[1].k, 8.0f);
+  EXPECT_EQ(m.kv_scales[1].v, 16.0f);
+  config.kv_cache_scale = {properties::KvCacheScale::Kind::Fixed, 1.0};
+  smoothquant::choose_kv_scales(m, config);
+  ASSERT_EQ(m.kv_scales.size(), 2u);
+  for (const kernels::KvScale& s : m.kv_scales) {
+    EXPECT_EQ(s.k, 1.0f);
+    EXPECT_EQ(s.v, 1.0f);
+  }
 }
 
 TEST(KvScaleLists, LayerScalesAreOnesUnlessTheCacheIsFp8) {
