@@ -19,9 +19,9 @@
 //   unrounded values either way (attention's q is never rounded; only the cache is).
 // CPU: fp32, host. CUDA: T = float, __half or __nv_bfloat16 (qkv, bias in T); the cache in C = T
 // or KvFp8 (kernels/cuda/kv_types.cuh): each k value stored as x / layout.scale.k and each v
-// value as x / layout.scale.v (fp32 IEEE division, exact for scale 1), rounded once to C; token arrays
-// and inv_freq in device memory; angles in fp32 (pos * inv_freq, precise sincosf, like the CPU
-// reference and transformers); no allocation, no synchronization.
+// value as x / layout.scale.v (fp32 IEEE division, exact for scale 1), rounded once to C; token
+// arrays and inv_freq in device memory; angles in fp32 (pos * inv_freq, precise sincosf, like the
+// CPU reference and transformers); no allocation, no synchronization.
 #pragma once
 
 #include <cstdint>

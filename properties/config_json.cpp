@@ -14,9 +14,12 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.kv_cache_dtype") return to_string(c.kv_cache_dtype);
   if (key == "option.kv_cache_scale") {
     switch (c.kv_cache_scale.kind) {
-      case KvCacheScale::Kind::Auto: return "auto";
-      case KvCacheScale::Kind::Calibrate: return "calibrate";
-      case KvCacheScale::Kind::Fixed: return c.kv_cache_scale.value;
+      case KvCacheScale::Kind::Auto:
+        return "auto";
+      case KvCacheScale::Kind::Calibrate:
+        return "calibrate";
+      case KvCacheScale::Kind::Fixed:
+        return c.kv_cache_scale.value;
     }
   }
   if (key == "option.max_tokens") return c.max_tokens;

@@ -438,13 +438,15 @@ class Resolver {
       const auto x = parse_number(text);
       if (!x || !(*x > 0.0) || !(*x <= double(std::numeric_limits<float>::max())) ||
           float(*x) <= 0.0f)
-        return invalid(*v, "auto, calibrate, or a positive number (the scale of every layer's K "
-                           "and V, e.g. 1.0)");
+        return invalid(*v,
+                       "auto, calibrate, or a positive number (the scale of every layer's K "
+                       "and V, e.g. 1.0)");
       out = {KvCacheScale::Kind::Fixed, *x};
     }
     if (!failed("option.kv_cache_dtype") && cfg_.kv_cache_dtype != KvCacheDtype::Fp8E4m3)
-      conflict(key, v, "only used with option.kv_cache_dtype=fp8_e4m3 (the model-dtype cache has "
-                       "no scales)");
+      conflict(key, v,
+               "only used with option.kv_cache_dtype=fp8_e4m3 (the model-dtype cache has "
+               "no scales)");
   }
 
   // What this build quantizes, by device: "quantize dynamic_int8 on cpu; none on cuda".

@@ -50,7 +50,7 @@ struct ServingConfig {
   int max_replicas = 1;  // whole-model copies; unset: as many as fit (visible GPUs / degree)
   Dtype dtype = Dtype::Auto;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // how the KV cache stores K and V
-  KvCacheScale kv_cache_scale;  // fp8 only: the cache's scales
+  KvCacheScale kv_cache_scale;                       // fp8 only: the cache's scales
   int max_tokens = 1024;  // prompt + generated tokens per request
   Quantize quantize = Quantize::None;  // option.dtype=int8 sets dynamic_int8 (LMI's spelling)
   std::optional<int> quantize_group_size;  // dynamic_int8: unset = per output channel

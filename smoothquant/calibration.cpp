@@ -57,7 +57,8 @@ std::vector<LayerStats> calibrate(const LoadedModel& model,
                                   int64_t keep_rows, const CalibrationProgress& progress) {
   for (const LayerWeights<WeightRef>& l : model.weights.layers)
     if (l.qkv.quant.quantized() || l.up.quant.quantized())
-      throw_error("calibration runs the unquantized model; {} is marked for int8", l.qkv.weight.name);
+      throw_error("calibration runs the unquantized model; {} is marked for int8",
+                  l.qkv.weight.name);
   StatsCollector collector(model.desc.num_layers, keep_rows);
   run_calibration(model, samples, collector, progress);
   return collector.stats();

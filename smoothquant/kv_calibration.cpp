@@ -29,9 +29,10 @@ class KvRangeCollector final : public ActivationObserver {
       for (int i = 0; i < width; ++i) {
         const size_t at = size_t(t) * size_t(stride) + size_t(i);
         if (!std::isfinite(k[at]) || !std::isfinite(v[at]))
-          throw_error("KV cache calibration: layer {} computes a non-finite K or V value ({}, {}); "
-                      "the weights are broken or overflow fp32",
-                      layer, k[at], v[at]);
+          throw_error(
+              "KV cache calibration: layer {} computes a non-finite K or V value ({}, {}); "
+              "the weights are broken or overflow fp32",
+              layer, k[at], v[at]);
         r.k = std::max(r.k, std::fabs(k[at]));
         r.v = std::max(r.v, std::fabs(v[at]));
       }
@@ -69,10 +70,11 @@ float kv_scale_for(float abs_max) {
 
 std::vector<kernels::KvScale> calibrate_kv_scales(const LoadedModel& model) {
   if (model.random_seed)
-    throw_error("option.kv_cache_dtype=fp8_e4m3: {} has random benchmark weights, so there is no "
-                "checkpoint scale and nothing to calibrate; set option.kv_cache_scale to a number "
-                "(1.0: no scaling)",
-                model.dir.string());
+    throw_error(
+        "option.kv_cache_dtype=fp8_e4m3: {} has random benchmark weights, so there is no "
+        "checkpoint scale and nothing to calibrate; set option.kv_cache_scale to a number "
+        "(1.0: no scaling)",
+        model.dir.string());
   const Tokenizer tok = Tokenizer::from_model_dir(model.dir);
   const auto samples = make_samples(tok, default_calibration_text(), kKvSamples, kKvSampleTokens,
                                     model.desc.max_position_embeddings);
@@ -117,7 +119,8 @@ void choose_kv_scales(LoadedModel& model, const properties::ServingConfig& confi
       source = "calibration";
     }
   }
-  lmx::logger().info("fp8 KV cache scales from {}: {}", source, describe_kv_scales(model.kv_scales));
+  lmx::logger().info("fp8 KV cache scales from {}: {}", source,
+                     describe_kv_scales(model.kv_scales));
 }
 
 }  // namespace lmx::smoothquant

@@ -60,11 +60,13 @@ std::vector<std::vector<int32_t>> make_samples(const Tokenizer& tok, const std::
                                                int samples, int sample_tokens, int context) {
   const std::vector<int32_t> prefix = tok.encode("", true);
   const std::vector<int32_t> ids = tok.encode(text, false);
-  const size_t window = size_t(std::min(sample_tokens, context)) - std::min(prefix.size(), size_t(context - 1));
+  const size_t window =
+      size_t(std::min(sample_tokens, context)) - std::min(prefix.size(), size_t(context - 1));
   std::vector<std::vector<int32_t>> out;
   for (size_t at = 0; at < ids.size() && int(out.size()) < samples; at += window) {
     std::vector<int32_t> s = prefix;
-    s.insert(s.end(), ids.begin() + ptrdiff_t(at), ids.begin() + ptrdiff_t(std::min(ids.size(), at + window)));
+    s.insert(s.end(), ids.begin() + ptrdiff_t(at),
+             ids.begin() + ptrdiff_t(std::min(ids.size(), at + window)));
     out.push_back(std::move(s));
   }
   return out;

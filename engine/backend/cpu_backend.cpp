@@ -378,8 +378,8 @@ class CpuBackend final : public Backend {
     float* vc = v_cache_[size_t(l)].data();
     kernels::PagedKvLayout layout = layout_;
     layout.scale = kv_scales_[size_t(l)];
-    k::write_kv(kk, v, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(), T,
-                layout, kv_.dtype);
+    k::write_kv(kk, v, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(), T, layout,
+                kv_.dtype);
     k::paged_attention(q, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(),
                        attn_.data(), T, local_.num_heads, desc_.attention_scale(),
                        alibi_.empty() ? nullptr : alibi_.data(), desc_.sliding_window[size_t(l)],

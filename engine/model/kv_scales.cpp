@@ -16,7 +16,8 @@ namespace {
 std::string attention_prefix(const TensorNames& names, int layer) {
   const std::string o = fmt::format(fmt::runtime(names.o_weight), layer);
   const size_t last = o.rfind('.');
-  const size_t module = last == std::string::npos || last == 0 ? std::string::npos : o.rfind('.', last - 1);
+  const size_t module =
+      last == std::string::npos || last == 0 ? std::string::npos : o.rfind('.', last - 1);
   if (module == std::string::npos)
     throw_error("cannot tell the attention module of layer {} from its output projection '{}'",
                 layer, o);
@@ -40,9 +41,10 @@ class ScaleReader {
       throw_error("KV cache scale '{}' in {} has dtype {}, expected F32, F16 or BF16", t.name,
                   ckpt_.dir().string(), dtype_name(t.dtype));
     if (t.numel() != 1 || t.shape.size() > 2)
-      throw_error("KV cache scale '{}' in {} has shape {}, expected one number ([], [1] or [1, 1]): "
-                  "per-layer scales only",
-                  t.name, ckpt_.dir().string(), shape_str(t.shape));
+      throw_error(
+          "KV cache scale '{}' in {} has shape {}, expected one number ([], [1] or [1, 1]): "
+          "per-layer scales only",
+          t.name, ckpt_.dir().string(), shape_str(t.shape));
     float v = 0.0f;
     convert_to_f32(t.dtype, t.data.data(), 1, &v);
     check_kv_scale(v, fmt::format("KV cache scale '{}' in {}", t.name, ckpt_.dir().string()));
@@ -80,7 +82,8 @@ class ScaleReader {
 }  // namespace
 
 void check_kv_scale(double scale, const std::string& what) {
-  if (!(scale > 0.0) || !std::isfinite(scale) || !std::isfinite(float(scale)) || float(scale) <= 0.0f)
+  if (!(scale > 0.0) || !std::isfinite(scale) || !std::isfinite(float(scale)) ||
+      float(scale) <= 0.0f)
     throw_error("{} is {}: a KV cache scale must be a positive finite fp32 number", what, scale);
 }
 
@@ -98,10 +101,11 @@ std::optional<std::vector<kernels::KvScale>> read_checkpoint_kv_scales(const Che
   }
   if (scales.empty()) return std::nullopt;
   if (missing >= 0)
-    throw_error("the checkpoint at {} has KV cache scales for {} of {} layers; layer {} has none "
-                "(expected '{}k_scale' and '{}v_scale')",
-                checkpoint.dir().string(), scales.size(), desc.num_layers, missing,
-                attention_prefix(names, missing), attention_prefix(names, missing));
+    throw_error(
+        "the checkpoint at {} has KV cache scales for {} of {} layers; layer {} has none "
+        "(expected '{}k_scale' and '{}v_scale')",
+        checkpoint.dir().string(), scales.size(), desc.num_layers, missing,
+        attention_prefix(names, missing), attention_prefix(names, missing));
   return scales;
 }
 

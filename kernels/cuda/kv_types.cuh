@@ -48,8 +48,8 @@ struct Vec2<KvFp8> {
   }
 };
 
-// Writers store a value in the cache with detail::to_cache<C> (kernels/cuda/paged_kv.cuh): x / scale
-// through from_f<C>, which for KvFp8 rounds to nearest even and saturates to +-448
+// Writers store a value in the cache with detail::to_cache<C> (kernels/cuda/paged_kv.cuh): x /
+// scale through from_f<C>, which for KvFp8 rounds to nearest even and saturates to +-448
 // (cvt.rn.satfinite.e4m3x2.f32).
 
 // 8 fp8 values (8 bytes) widened to 8 T (16 bytes), exactly (every E4M3 value is an fp16 and a

@@ -749,7 +749,8 @@ TEST_P(CudaVsCpu, Fp8KvCacheWithPerLayerScalesMatchesCpuEmulation) {
   testing::TempDir dir;
   LoadedModel model = write_head_dim_model(dir.path(), head_dim);
   for (int l = 0; l < model.desc.num_layers; ++l)
-    model.kv_scales.push_back(l % 2 ? kernels::KvScale{2.0f, 0.25f} : kernels::KvScale{0.125f, 4.0f});
+    model.kv_scales.push_back(l % 2 ? kernels::KvScale{2.0f, 0.25f}
+                                    : kernels::KvScale{0.125f, 4.0f});
   expect_fp8_cache_matches_cpu(model, head_dim);
 }
 

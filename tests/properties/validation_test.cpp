@@ -217,7 +217,8 @@ TEST(Validation, KvCacheScaleTakesAutoCalibrateOrAPositiveNumber) {
         std::tuple{" 0.0625 ", KvCacheScale::Kind::Fixed, 0.0625},
         std::tuple{"16", KvCacheScale::Kind::Fixed, 16.0}}) {
     SCOPED_TRACE(text);
-    TempModelDir dir(std::string("option.kv_cache_dtype=fp8\noption.kv_cache_scale=") + text + "\n");
+    TempModelDir dir(std::string("option.kv_cache_dtype=fp8\noption.kv_cache_scale=") + text +
+                     "\n");
     const ServingConfig c = load(dir, {}, 0, EngineCapabilities::cpu_only());
     EXPECT_EQ(c.kv_cache_scale.kind, kind);
     EXPECT_EQ(c.kv_cache_scale.value, value);

@@ -71,8 +71,8 @@ TEST_F(KvFp8Scales, CalibrationSeesKAndVBeyond448AndPicksPowerOfTwoScales) {
     EXPECT_GT(r.v, 448.0f);
     for (float m : {r.k, r.v}) {
       const float s = smoothquant::kv_scale_for(m);
-      EXPECT_EQ(std::exp2(std::round(std::log2(s))), s);  // a power of two
-      EXPECT_LE(m * smoothquant::kKvScaleMargin, 448.0f * s);  // the margin fits
+      EXPECT_EQ(std::exp2(std::round(std::log2(s))), s);           // a power of two
+      EXPECT_LE(m * smoothquant::kKvScaleMargin, 448.0f * s);      // the margin fits
       EXPECT_GT(m * smoothquant::kKvScaleMargin, 448.0f * s / 2);  // and no coarser than needed
     }
   }
@@ -85,8 +85,8 @@ TEST(KvScaleFor, OneWhileTheMaxFitsThenTheNextPowerOfTwo) {
   EXPECT_EQ(kv_scale_for(448.0f / 1.25f), 1.0f);
   EXPECT_EQ(kv_scale_for(448.0f), 2.0f);
   EXPECT_EQ(kv_scale_for(2.0f * 448.0f / 1.25f), 2.0f);  // exactly 2: not rounded up to 4
-  EXPECT_EQ(kv_scale_for(1000.0f), 4.0f);                 // 1250 / 448 = 2.79
-  EXPECT_EQ(kv_scale_for(1e6f), 4096.0f);                 // 2790
+  EXPECT_EQ(kv_scale_for(1000.0f), 4.0f);                // 1250 / 448 = 2.79
+  EXPECT_EQ(kv_scale_for(1e6f), 4096.0f);                // 2790
   EXPECT_THROW(kv_scale_for(std::nanf("")), Error);
   EXPECT_THROW(kv_scale_for(INFINITY), Error);
 }
@@ -115,8 +115,8 @@ TEST_F(KvFp8Scales, ScaledCacheHoldsLargeValuesWhereScaleOneSaturates) {
       const size_t slot = (size_t(table[p / 16]) * 16 + p % 16) * size_t(kv);
       for (int i = 0; i < kv; ++i) {
         const size_t at = slot + size_t(i);
-        for (auto [cache, ref_cache, scale] :
-             {std::tuple{s.k, r.k, scales[size_t(l)].k}, std::tuple{s.v, r.v, scales[size_t(l)].v}}) {
+        for (auto [cache, ref_cache, scale] : {std::tuple{s.k, r.k, scales[size_t(l)].k},
+                                               std::tuple{s.v, r.v, scales[size_t(l)].v}}) {
           ASSERT_EQ(cache[at], kernels::cpu::round_to_e4m3(cache[at], scale));
           if (l > 0) continue;
           ASSERT_EQ(cache[at], kernels::cpu::round_to_e4m3(ref_cache[at], scale));
@@ -126,8 +126,8 @@ TEST_F(KvFp8Scales, ScaledCacheHoldsLargeValuesWhereScaleOneSaturates) {
         }
         ASSERT_LE(std::max(std::fabs(u.k[at]), std::fabs(u.v[at])), 448.0f);  // scale 1 saturates
         if (l == 0)
-          unscaled_abs = std::max({unscaled_abs, std::fabs(u.k[at] - r.k[at]),
-                                   std::fabs(u.v[at] - r.v[at])});
+          unscaled_abs =
+              std::max({unscaled_abs, std::fabs(u.k[at] - r.k[at]), std::fabs(u.v[at] - r.v[at])});
       }
     }
     if (l == 0) {
@@ -160,7 +160,8 @@ TEST(KvFp8Calibration, RandomWeightsAskForAFixedScale) {
     smoothquant::calibrate_kv_scales(model);
     FAIL() << "expected an lmx::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("random benchmark weights"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("random benchmark weights"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("option.kv_cache_scale"), std::string::npos) << e.what();
   }
 }

@@ -76,8 +76,8 @@ TEST_F(KvScalesTest, ReadsEverySpellingPerLayer) {
 }
 
 TEST_F(KvScalesTest, OlderSingleKvScaleServesKAndV) {
-  const auto s = read(load_with({{layer(0, "kv_scale"), scalar(1.5f)},
-                                 {layer(1, "kv_scale"), scalar(6.0f)}}));
+  const auto s =
+      read(load_with({{layer(0, "kv_scale"), scalar(1.5f)}, {layer(1, "kv_scale"), scalar(6.0f)}}));
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ((*s)[0].k, 1.5f);
   EXPECT_EQ((*s)[0].v, 1.5f);
@@ -109,17 +109,21 @@ TEST_F(KvScalesTest, MalformedScalesAreErrorsNamingTheTensor) {
 }
 
 TEST_F(KvScalesTest, AKScaleWithoutItsVScaleIsAnError) {
-  expect_error([&] {
-    read(load_with({{layer(0, "k_scale"), scalar(1.0f)},
-                    {layer(1, "k_scale"), scalar(1.0f)},
-                    {layer(1, "v_scale"), scalar(1.0f)}}));
-  }, {layer(0, "k_scale"), layer(0, "v_scale"), "pairs"});
+  expect_error(
+      [&] {
+        read(load_with({{layer(0, "k_scale"), scalar(1.0f)},
+                        {layer(1, "k_scale"), scalar(1.0f)},
+                        {layer(1, "v_scale"), scalar(1.0f)}}));
+      },
+      {layer(0, "k_scale"), layer(0, "v_scale"), "pairs"});
 }
 
 TEST_F(KvScalesTest, ScalesForSomeLayersOnlyAreAnError) {
-  expect_error([&] {
-    read(load_with({{layer(0, "k_scale"), scalar(1.0f)}, {layer(0, "v_scale"), scalar(1.0f)}}));
-  }, {"1 of 2 layers", "layer 1 has none", layer(1, "k_scale")});
+  expect_error(
+      [&] {
+        read(load_with({{layer(0, "k_scale"), scalar(1.0f)}, {layer(0, "v_scale"), scalar(1.0f)}}));
+      },
+      {"1 of 2 layers", "layer 1 has none", layer(1, "k_scale")});
 }
 
 // The engine's choice: auto takes the checkpoint's; a fixed value wins over them; the model
@@ -155,7 +159,8 @@ TEST(KvScaleLists, LayerScalesAreOnesUnlessTheCacheIsFp8) {
   EXPECT_EQ(layer_kv_scales(m, kernels::KvDtype::model)[0].k, 1.0f);
   EXPECT_EQ(describe_kv_scales(m.kv_scales), "k 1..8, v 0.5..4 over 3 layers");
   m.kv_scales.pop_back();
-  expect_error([&] { layer_kv_scales(m, kernels::KvDtype::fp8_e4m3); }, {"2 KV cache scales", "3 layers"});
+  expect_error([&] { layer_kv_scales(m, kernels::KvDtype::fp8_e4m3); },
+               {"2 KV cache scales", "3 layers"});
 }
 
 }  // namespace

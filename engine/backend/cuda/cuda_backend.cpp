@@ -838,8 +838,8 @@ class CudaBackend final : public Backend {
           return;
         }
       }
-      k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                    attn_.get(), m.tokens, desc_.num_heads, scale, alibi, window,
+      k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos, attn_.get(),
+                                    m.tokens, desc_.num_heads, scale, alibi, window,
                                     layer_layout(l), stream_);
     });
   }
