@@ -8,8 +8,9 @@
 // write_kv: stores k, v of each batch token into its slot.
 //   k, v: [tokens, row_stride] with kv_heads * head_dim values starting at column 0.
 //   storage (kernels/kv_dtype.h): model stores the values as they are; fp8_e4m3 stores
-//   round_to_e4m3(x) of each value (the cache stays fp32 and holds exactly what an fp8 cache
-//   would decode to; k and v themselves are not changed).
+//   round_to_e4m3(x, layout.scale.k or .v) of each value (the cache stays fp32 and holds exactly
+//   what an fp8 cache with those scales would decode to; k and v themselves are not changed).
+//   paged_attention then reads the fp32 cache as it is (the scales are already applied).
 // paged_attention: causal attention of each token over positions [lo, token_pos] of its own
 //   sequence, lo = max(0, token_pos - window + 1) when window > 0 (sliding window), else 0.
 //   q: [tokens, q_stride] with heads * head_dim values at column 0; GQA maps query head h to
@@ -30,11 +31,14 @@
 
 namespace lmx::kernels {
 
+// One layer's cache: its geometry and its fp8 dequantization scales (kernels/kv_dtype.h; {1, 1}
+// for a model-dtype cache, which the backends always pass).
 struct PagedKvLayout {
   int block_size;
   int kv_heads;
   int head_dim;
   int max_blocks_per_seq;  // row length of block_tables
+  KvScale scale{};         // cached K = code * scale.k, V = code * scale.v
 };
 
 }  // namespace lmx::kernels
@@ -55,8 +59,10 @@ void paged_attention(const float* q, int q_stride, const float* k_cache, const f
 
 // ---- CUDA ---------------------------------------------------------------------------------------
 // T = __half or __nv_bfloat16, all pointers in device memory, fp32 scores / softmax / accumulation.
-// C = the caches' element type: T, or KvFp8 (__nv_fp8_e4m3, kernels/cuda/kv_types.cuh: E4M3 values
-// with scale 1, kernels/kv_dtype.h), widened exactly as they are read.
+// C = the caches' element type: T, or KvFp8 (__nv_fp8_e4m3, kernels/cuda/kv_types.cuh: E4M3 codes,
+// kernels/kv_dtype.h), widened exactly as they are read. layout.scale applies to any C: the
+// score scale becomes scale * layout.scale.k (exact when it is 1) and the output is multiplied
+// by layout.scale.v in its normalization (1 / l becomes scale.v / l).
 // Same cache layout and per-token metadata as the CPU reference (int32, device):
 //   block_tables [num_seqs, max_blocks_per_seq], token_seq [tokens], token_pos [tokens].
 // The batch's own K/V must already be in the cache. Launchers only enqueue on `stream`: no

@@ -15,12 +15,13 @@
 //   plain variant for learned positions: bias + KV write only.
 // k_cache, v_cache: [num_blocks, block_size, kv_heads, head_dim] of one layer.
 // storage (CPU; kernels/kv_dtype.h): model stores k and v as computed; fp8_e4m3 stores
-//   round_to_e4m3 of each value (the cache stays fp32). qkv keeps the unrounded values either way
-//   (attention's q is never rounded; only the cache is).
+//   round_to_e4m3(x, layout.scale.k or .v) of each value (the cache stays fp32). qkv keeps the
+//   unrounded values either way (attention's q is never rounded; only the cache is).
 // CPU: fp32, host. CUDA: T = float, __half or __nv_bfloat16 (qkv, bias in T); the cache in C = T
-// or KvFp8 (kernels/cuda/kv_types.cuh; k and v rounded once from fp32 to E4M3); token arrays
-// and inv_freq in device memory; angles in fp32 (pos * inv_freq, precise sincosf, like the CPU
-// reference and transformers); no allocation, no synchronization.
+// or KvFp8 (kernels/cuda/kv_types.cuh): each k value stored as x / layout.scale.k and each v
+// value as x / layout.scale.v (fp32 IEEE division, exact for scale 1), rounded once to C; token
+// arrays and inv_freq in device memory; angles in fp32 (pos * inv_freq, precise sincosf, like the
+// CPU reference and transformers); no allocation, no synchronization.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,16 @@ nlohmann::json value_of(const ServingConfig& c, const std::string& key) {
   if (key == "option.max_replicas") return c.max_replicas;
   if (key == "option.dtype") return to_string(c.dtype);
   if (key == "option.kv_cache_dtype") return to_string(c.kv_cache_dtype);
+  if (key == "option.kv_cache_scale") {
+    switch (c.kv_cache_scale.kind) {
+      case KvCacheScale::Kind::Auto:
+        return "auto";
+      case KvCacheScale::Kind::Calibrate:
+        return "calibrate";
+      case KvCacheScale::Kind::Fixed:
+        return c.kv_cache_scale.value;
+    }
+  }
   if (key == "option.max_tokens") return c.max_tokens;
   if (key == "option.quantize")
     return c.quantize == Quantize::None ? json() : json(to_string(c.quantize));
@@ -55,6 +65,8 @@ std::string why_no_effect(const ServingConfig& c, const std::string& key) {
   if (key == "option.trust_remote_code") return "LMX runs no Python and no remote code";
   if (key.starts_with("option.smoothquant_") && c.quantize != Quantize::SmoothQuant)
     return "only used with option.quantize=smoothquant";
+  if (key == "option.kv_cache_scale" && c.kv_cache_dtype != KvCacheDtype::Fp8E4m3)
+    return "only used with option.kv_cache_dtype=fp8_e4m3";
   if (key == "option.quantize_group_size" && c.quantize != Quantize::DynamicInt8)
     return "only used with option.quantize=dynamic_int8";
   if (key == "option.max_rolling_batch_size" && dynamic)

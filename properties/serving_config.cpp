@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -43,6 +44,7 @@ const std::vector<std::string> kKnownKeys = {
     "option.max_replicas",
     "option.dtype",
     "option.kv_cache_dtype",
+    "option.kv_cache_scale",
     "option.max_tokens",
     "option.quantize",
     "option.quantize_group_size",
@@ -189,6 +191,7 @@ class Resolver {
     resolve_replicas();
     resolve_dtype();
     resolve_kv_cache_dtype();
+    resolve_kv_cache_scale();
     resolve_quantization();
     resolve_batching();
     resolve_misc();
@@ -405,8 +408,8 @@ class Resolver {
       conflict("option.dtype", v, "the CPU backend computes in fp32; fp16/bf16 need option.device=cuda");
   }
 
-  // fp8 (OCP E4M3, per-tensor scale 1.0) halves the KV bytes; the CPU backend emulates it by
-  // rounding each cached value, so it is valid on every device.
+  // fp8 (OCP E4M3, per-layer scales: option.kv_cache_scale) halves the KV bytes; the CPU backend
+  // emulates it by rounding each cached value, so it is valid on every device.
   void resolve_kv_cache_dtype() {
     const std::string key = "option.kv_cache_dtype";
     const RawValue* v = take(key);
@@ -417,6 +420,33 @@ class Resolver {
     if (!enum_value(*v, kChoices, cfg_.kv_cache_dtype, "auto, fp8, fp8_e4m3")) return;
     if (cfg_.kv_cache_dtype == KvCacheDtype::Fp8E4m3 && cfg_.device == Device::Cpu)
       note(key, "fp8_e4m3 emulated on cpu: cached values rounded to E4M3, stored as fp32");
+  }
+
+  // option.kv_cache_scale (fp8 cache only): auto, calibrate, or one positive number for every
+  // layer's K and V scale.
+  void resolve_kv_cache_scale() {
+    const std::string key = "option.kv_cache_scale";
+    const RawValue* v = take(key);
+    if (v == nullptr) return;
+    const std::string text = lower(trim(v->text));
+    KvCacheScale& out = cfg_.kv_cache_scale;
+    if (text == "auto") {
+      out.kind = KvCacheScale::Kind::Auto;
+    } else if (text == "calibrate") {
+      out.kind = KvCacheScale::Kind::Calibrate;
+    } else {
+      const auto x = parse_number(text);
+      if (!x || !(*x > 0.0) || !(*x <= double(std::numeric_limits<float>::max())) ||
+          float(*x) <= 0.0f)
+        return invalid(*v,
+                       "auto, calibrate, or a positive number (the scale of every layer's K "
+                       "and V, e.g. 1.0)");
+      out = {KvCacheScale::Kind::Fixed, *x};
+    }
+    if (!failed("option.kv_cache_dtype") && cfg_.kv_cache_dtype != KvCacheDtype::Fp8E4m3)
+      conflict(key, v,
+               "only used with option.kv_cache_dtype=fp8_e4m3 (the model-dtype cache has "
+               "no scales)");
   }
 
   // What this build quantizes, by device: "quantize dynamic_int8 on cpu; none on cuda".

@@ -28,6 +28,18 @@
 
 namespace lmx::properties {
 
+// option.kv_cache_scale: where the fp8 KV cache's per-layer dequantization scales come from
+// (kernels/kv_dtype.h, docs/configuration.md).
+struct KvCacheScale {
+  enum class Kind {
+    Auto,       // the checkpoint's k_scale / v_scale, else calibrated at load
+    Calibrate,  // calibrated at load, whatever the checkpoint holds
+    Fixed,      // `value` for every layer's K and V (1.0: no scaling)
+  };
+  Kind kind = Kind::Auto;
+  double value = 1.0;  // Fixed only: positive, finite in fp32
+};
+
 struct ServingConfig {
   std::filesystem::path model_dir;   // the model store directory given to the loader
   std::string model_id;              // option.model_id as written ("" when unset)
@@ -38,6 +50,7 @@ struct ServingConfig {
   int max_replicas = 1;  // whole-model copies; unset: as many as fit (visible GPUs / degree)
   Dtype dtype = Dtype::Auto;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::Auto;  // how the KV cache stores K and V
+  KvCacheScale kv_cache_scale;                       // fp8 only: the cache's scales
   int max_tokens = 1024;  // prompt + generated tokens per request
   Quantize quantize = Quantize::None;  // option.dtype=int8 sets dynamic_int8 (LMI's spelling)
   std::optional<int> quantize_group_size;  // dynamic_int8: unset = per output channel

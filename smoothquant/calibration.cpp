@@ -27,12 +27,8 @@ void StatsCollector::observe(int layer, LinearSlot slot, const float* x, int row
   if (take > 0) s.rows.insert(s.rows.end(), x, x + take * in);
 }
 
-std::vector<LayerStats> calibrate(const LoadedModel& model,
-                                  const std::vector<std::vector<int32_t>>& samples,
-                                  int64_t keep_rows, const CalibrationProgress& progress) {
-  for (const LayerWeights<WeightRef>& l : model.weights.layers)
-    if (l.qkv.quant.quantized() || l.up.quant.quantized())
-      throw_error("calibration runs the unquantized model; {} is marked for int8", l.qkv.weight.name);
+void run_calibration(const LoadedModel& model, const std::vector<std::vector<int32_t>>& samples,
+                     ActivationObserver& observer, const CalibrationProgress& progress) {
   size_t longest = 1;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (samples[i].empty()) throw_error("calibration sample {} has no tokens", i);
@@ -43,8 +39,7 @@ std::vector<LayerStats> calibrate(const LoadedModel& model,
   }
   const int block = 16;
   const int blocks = int((longest + block - 1) / block);
-  StatsCollector collector(model.desc.num_layers, keep_rows);
-  const std::unique_ptr<Backend> backend = make_cpu_backend(model, {block, blocks}, collector);
+  const std::unique_ptr<Backend> backend = make_cpu_backend(model, {block, blocks}, observer);
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int b = 0; b < blocks; ++b) table[size_t(b)] = b;
   std::vector<float> logits;
@@ -55,6 +50,17 @@ std::vector<LayerStats> calibrate(const LoadedModel& model,
     backend->forward(std::span<const BatchChunk>(&c, 1), logits);
     if (progress) progress(size_t(&s - samples.data()) + 1, samples.size());
   }
+}
+
+std::vector<LayerStats> calibrate(const LoadedModel& model,
+                                  const std::vector<std::vector<int32_t>>& samples,
+                                  int64_t keep_rows, const CalibrationProgress& progress) {
+  for (const LayerWeights<WeightRef>& l : model.weights.layers)
+    if (l.qkv.quant.quantized() || l.up.quant.quantized())
+      throw_error("calibration runs the unquantized model; {} is marked for int8",
+                  l.qkv.weight.name);
+  StatsCollector collector(model.desc.num_layers, keep_rows);
+  run_calibration(model, samples, collector, progress);
   return collector.stats();
 }
 

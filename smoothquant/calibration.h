@@ -41,6 +41,13 @@ class StatsCollector final : public ActivationObserver {
 // Told after each calibration sample: (samples done, samples in all).
 using CalibrationProgress = std::function<void(size_t done, size_t total)>;
 
+// Runs `model` on the CPU reference backend (fp32, the model-dtype KV cache) over each sample
+// (one prefill a sample, from position 0), showing `observer` every projection input and the
+// K/V each layer caches. Throws lmx::Error if a sample is empty or longer than the model's
+// positions, or the model cannot run on the CPU (random benchmark weights).
+void run_calibration(const LoadedModel& model, const std::vector<std::vector<int32_t>>& samples,
+                     ActivationObserver& observer, const CalibrationProgress& progress = {});
+
 // Runs `model` (no quantization; CPU, fp32) over each sample (one prefill a sample) and returns
 // the statistics. Throws lmx::Error if the model is marked quantized or a sample is empty or
 // longer than the model's positions.

@@ -43,22 +43,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// Windows of the encoded text: each starts with the tokens the tokenizer puts before any text
-// (BOS for Llama-family tokenizers), as every request does, then up to `window` text tokens.
-std::vector<std::vector<int32_t>> make_samples(const Tokenizer& tok, const std::string& text,
-                                               int samples, int context) {
-  const std::vector<int32_t> prefix = tok.encode("", true);
-  const std::vector<int32_t> ids = tok.encode(text, false);
-  const size_t window = size_t(std::min(kSampleTokens, context)) - std::min(prefix.size(), size_t(context - 1));
-  std::vector<std::vector<int32_t>> out;
-  for (size_t at = 0; at < ids.size() && int(out.size()) < samples; at += window) {
-    std::vector<int32_t> s = prefix;
-    s.insert(s.end(), ids.begin() + ptrdiff_t(at), ids.begin() + ptrdiff_t(std::min(ids.size(), at + window)));
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 std::string describe_alphas(const Plan& p) {
   std::string s;
   for (const LayerPlan& l : p.layers) s += fmt::format("{}{:.1f}", s.empty() ? "" : " ", l.alpha);
@@ -70,6 +54,22 @@ std::string describe_alphas(const Plan& p) {
 const std::string& default_calibration_text() {
   static const std::string text(kCalibrationText);
   return text;
+}
+
+std::vector<std::vector<int32_t>> make_samples(const Tokenizer& tok, const std::string& text,
+                                               int samples, int sample_tokens, int context) {
+  const std::vector<int32_t> prefix = tok.encode("", true);
+  const std::vector<int32_t> ids = tok.encode(text, false);
+  const size_t window =
+      size_t(std::min(sample_tokens, context)) - std::min(prefix.size(), size_t(context - 1));
+  std::vector<std::vector<int32_t>> out;
+  for (size_t at = 0; at < ids.size() && int(out.size()) < samples; at += window) {
+    std::vector<int32_t> s = prefix;
+    s.insert(s.end(), ids.begin() + ptrdiff_t(at),
+             ids.begin() + ptrdiff_t(std::min(ids.size(), at + window)));
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 void check_samples(long long n, const char* what) {
@@ -100,7 +100,8 @@ Report apply(LoadedModel& model, const Settings& settings) {
   }
   if (!r.from_cache) {
     const Tokenizer tok = Tokenizer::from_model_dir(model.dir);
-    const auto samples = make_samples(tok, text, settings.samples, model.desc.max_position_embeddings);
+    const auto samples = make_samples(tok, text, settings.samples, kSampleTokens,
+                                      model.desc.max_position_embeddings);
     if (samples.empty())
       throw_error("the smoothquant calibration text ({}) holds no tokens",
                   settings.calibration_file.empty() ? "built in" : settings.calibration_file);

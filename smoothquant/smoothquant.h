@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "properties/serving_config.h"
 #include "smoothquant/plan.h"
 
@@ -27,6 +29,12 @@ struct Settings {
 
 // The calibration text written for LMX (smoothquant/calibration.txt, compiled in).
 const std::string& default_calibration_text();
+
+// Up to `samples` windows of the encoded text: each starts with the tokens the tokenizer puts
+// before any text (BOS for Llama-family tokenizers), as every request does, then up to
+// sample_tokens (at most `context`) tokens of text in all.
+std::vector<std::vector<int32_t>> make_samples(const Tokenizer& tok, const std::string& text,
+                                               int samples, int sample_tokens, int context);
 
 // What apply() did, for logs and reports.
 struct Report {

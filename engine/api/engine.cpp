@@ -36,6 +36,7 @@
 #include "engine/serving/stop_sequences.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "properties/serving_config.h"
+#include "smoothquant/kv_calibration.h"
 #include "smoothquant/smoothquant.h"
 
 namespace lmx {
@@ -127,6 +128,16 @@ std::unique_ptr<Backend> make_backend(const properties::ServingConfig& config,
 #endif
 }
 
+// The model as the configuration serves it: quantized as asked, and with an fp8 KV cache's
+// per-layer scales (the checkpoint's, calibrated, or option.kv_cache_scale's).
+LoadedModel load_for_serving(const properties::ServingConfig& config) {
+  LoadedModel model = smoothquant::load_quantized_model(
+      config.model_path, linear_quant(config.quantize, config.quantize_group_size),
+      smoothquant::settings_from(config));
+  smoothquant::choose_kv_scales(model, config);
+  return model;
+}
+
 struct ActiveRequest {
   std::shared_ptr<const UpdateCallback> on_update;  // shared with queued deliveries
   StreamDecoder decoder;
@@ -147,9 +158,7 @@ class EngineImpl final : public Engine {
  public:
   EngineImpl(const properties::ServingConfig& config, int replica)
       : config_(config),
-        model_(smoothquant::load_quantized_model(
-            config.model_path, linear_quant(config.quantize, config.quantize_group_size),
-            smoothquant::settings_from(config))),
+        model_(load_for_serving(config)),
         tokenizer_(Tokenizer::from_model_dir(config.model_path)),
         backend_(make_backend(config, model_, replica)),
         kv_cache_dtype_(backend_->kv_cache_dtype_name()),

@@ -6,6 +6,7 @@
 #include "engine/backend/alibi.h"
 #include "engine/backend/rope.h"
 #include "engine/core/error.h"
+#include "engine/model/kv_scales.h"
 #include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/parallel/communicator.h"
@@ -164,6 +165,7 @@ class CpuBackend final : public Backend {
                     slopes.begin() + (tp_.rank + 1) * local_.num_heads);
     }
     layout_ = {kv.block_size, local_.num_kv_heads, desc_.head_dim, 0};
+    kv_scales_ = layer_kv_scales(model, kv.dtype);
     const size_t per_layer = size_t(kv.num_blocks) * kv.block_size * local_.kv_size();
     k_cache_.assign(size_t(desc_.num_layers), Buffer(per_layer));
     v_cache_.assign(size_t(desc_.num_layers), Buffer(per_layer));
@@ -371,14 +373,17 @@ class CpuBackend final : public Backend {
       k::rotary(kk, QKV, positions_.data(), inv_freq_.data(), T, local_.num_kv_heads,
                 desc_.head_dim, desc_.rope.rotary_dim);
     }
+    if (observer_) observer_->observe_kv(l, kk, v, T, local_.kv_size(), QKV);
     float* kc = k_cache_[size_t(l)].data();
     float* vc = v_cache_[size_t(l)].data();
-    k::write_kv(kk, v, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(), T,
-                layout_, kv_.dtype);
+    kernels::PagedKvLayout layout = layout_;
+    layout.scale = kv_scales_[size_t(l)];
+    k::write_kv(kk, v, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(), T, layout,
+                kv_.dtype);
     k::paged_attention(q, QKV, kc, vc, tables_.data(), token_seq_.data(), positions_.data(),
                        attn_.data(), T, local_.num_heads, desc_.attention_scale(),
                        alibi_.empty() ? nullptr : alibi_.data(), desc_.sliding_window[size_t(l)],
-                       layout_);
+                       layout);
     observe(l, LinearSlot::O, attn_.data(), T, L.o.in);
     row_parallel(L.o, attn_.data(), out, T);
   }
@@ -439,6 +444,7 @@ class CpuBackend final : public Backend {
   DecoderDesc local_;      // this rank's heads and intermediate slice (engine/model/shard.h)
   Buffer local_logits_, gathered_;  // tensor parallelism: this rank's and every rank's logits
   kernels::PagedKvLayout layout_{};
+  std::vector<kernels::KvScale> kv_scales_;  // [layers]: layer l's cache scales (fp8; else 1)
 
   ModelWeights<Buffer> w_;   // fp32, canonical layouts (engine/model/model_weights.h)
   std::vector<float> inv_freq_;  // [rotary_dim / 2], rotary positions

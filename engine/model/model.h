@@ -5,12 +5,14 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/model/architecture.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/weight_map.h"
+#include "kernels/kv_dtype.h"
 
 namespace lmx {
 
@@ -29,6 +31,10 @@ struct LoadedModel {
   // the alphas per layer, whether searched, where 1/s went and the calibration (cache file or
   // samples and tokens); dynamic_int8's group size.
   nlohmann::json quantization = nullptr;
+  // fp8 KV cache dequantization scales, [num_layers] (engine/model/kv_scales.h): the checkpoint's
+  // or calibrated ones, chosen by the engine when option.kv_cache_dtype=fp8_e4m3
+  // (smoothquant/kv_calibration.h). Empty: 1 for every layer. A model-dtype cache ignores them.
+  std::vector<kernels::KvScale> kv_scales;
 };
 
 // Reads config.json (+ generation_config.json), picks the architecture and resolves every weight.

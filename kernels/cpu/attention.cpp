@@ -26,8 +26,8 @@ void write_kv(const float* k, const float* v, int row_stride, float* k_cache, fl
   for (int t = 0; t < tokens; ++t) {
     const int32_t* table = block_tables + size_t(token_seq[t]) * L.max_blocks_per_seq;
     const size_t dst = slot_offset(table, token_pos[t], 0, L);
-    store_kv_row(k + size_t(t) * row_stride, k_cache + dst, n, storage);
-    store_kv_row(v + size_t(t) * row_stride, v_cache + dst, n, storage);
+    store_kv_row(k + size_t(t) * row_stride, k_cache + dst, n, storage, L.scale.k);
+    store_kv_row(v + size_t(t) * row_stride, v_cache + dst, n, storage, L.scale.v);
   }
 }
 

@@ -27,8 +27,8 @@ void rope_write_kv(float* qkv, int qkv_stride, const float* qkv_bias, const int3
         block_tables[size_t(token_seq[t]) * L.max_blocks_per_seq + pos / L.block_size];
     const size_t dst = (size_t(block) * L.block_size + pos % L.block_size) * kv_size;
     const float* row = qkv + size_t(t) * qkv_stride;
-    store_kv_row(row + q_size, k_cache + dst, size_t(kv_size), storage);
-    store_kv_row(row + q_size + kv_size, v_cache + dst, size_t(kv_size), storage);
+    store_kv_row(row + q_size, k_cache + dst, size_t(kv_size), storage, L.scale.k);
+    store_kv_row(row + q_size + kv_size, v_cache + dst, size_t(kv_size), storage, L.scale.v);
   }
 }
 

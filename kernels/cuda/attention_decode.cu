@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(kThreads)
       const int g = i / kPairs, dp = i % kPairs;
       const int h = h0 + g;
       if (splits == 1) {
-        store_pair(&out[(size_t(t) * heads + h) * D + 2 * dp], acc[j], 1.0f / l_s[g]);
+        store_pair(&out[(size_t(t) * heads + h) * D + 2 * dp], acc[j], L.scale.v / l_s[g]);
       } else {
         const size_t row = (size_t(t) * heads + h) * splits + split;
         *reinterpret_cast<float2*>(&ws_acc[row * D + 2 * dp]) = acc[j];
@@ -634,7 +634,7 @@ __global__ void __launch_bounds__(kThreads, kWarpMinCtas<C, D>)
         },
         ml);
     if (splits == 1) {
-      store_pair(&out[(size_t(t) * heads + h0 + g) * D + 2 * dp], o, 1.0f / ml.y);
+      store_pair(&out[(size_t(t) * heads + h0 + g) * D + 2 * dp], o, L.scale.v / ml.y);
     } else {
       *reinterpret_cast<float2*>(&cta_acc[2 * i]) = o;
       if (dp == 0) cta_ml[g] = ml;
@@ -658,7 +658,7 @@ __global__ void __launch_bounds__(kThreads, kWarpMinCtas<C, D>)
           return reinterpret_cast<const float2*>(cluster.map_shared_rank(cta_acc, r))[i];
         },
         ml);
-    store_pair(&out[(size_t(t) * heads + h0 + g) * D + 2 * dp], o, 1.0f / ml.y);
+    store_pair(&out[(size_t(t) * heads + h0 + g) * D + 2 * dp], o, L.scale.v / ml.y);
   }
   cluster.sync();  // peers read this CTA's shared memory until here
 }
@@ -668,7 +668,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     decode_reduce_kernel(const float* ws_acc, const float2* ws_ml,
                          const int32_t* __restrict__ token_pos, T* __restrict__ out, int heads,
-                         int window, int splits, int split_keys) {
+                         int window, int splits, int split_keys, float v_scale) {
   pdl::wait_for_primary();
   pdl::allow_dependents();
   __shared__ float w_s[kMaxSplits];
@@ -691,7 +691,7 @@ __global__ void __launch_bounds__(kThreads)
       l += w * ml.y;
     }
     l = warp_sum(l);
-    if (threadIdx.x == 0) inv_l = 1.0f / l;
+    if (threadIdx.x == 0) inv_l = v_scale / l;
   }
   __syncthreads();
   for (int d = threadIdx.x; d < D; d += kThreads) {
@@ -723,7 +723,8 @@ void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                         s.heads_per_cta);
   if (s.splits > 1)
     pdl::launch_dependent(decode_reduce_kernel<T, D>, dim3(heads, tokens), dim3(kThreads), 0,
-                          stream, ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys);
+                          stream, ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys,
+                          L.scale.v);
 }
 
 template <typename T, typename C, int D, int G, bool ALIBI>
@@ -787,6 +788,7 @@ void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C*
                             int max_context, void* workspace, size_t workspace_bytes,
                             cudaStream_t stream) {
   if (tokens <= 0 || heads <= 0) return;
+  scale *= layout.scale.k;  // scores of the cached codes (kernels/attention.h)
   Split s = plan(tokens, heads, layout.kv_heads, layout.head_dim, max_context, window);
   if (s.warp) {  // splits merged inside the kernel: no workspace
     dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {

@@ -2,7 +2,8 @@
 // online softmax over the token's visible keys. The generic path for shapes the tuned kernels
 // (attention_decode.cu, attention_prefill.cu) do not cover, e.g. the tiny test models' head
 // dims of 8 and 16; correctness first, speed is the tuned kernels' job. ALIBI: the score of key p
-// gets slope[h] * (p - pos) (kernels/attention.h).
+// gets slope[h] * (p - pos) (kernels/attention.h). The cache's scales: K's folded into the score
+// scale by the launcher, V's multiplied into the output.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -63,7 +64,7 @@ __global__ void generic_attention_kernel(
   }
   for (int i = 0; i < kMaxDimPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < D) out[(size_t(t) * heads + h) * D + d] = T(acc[i] / denom);
+    if (d < D) out[(size_t(t) * heads + h) * D + d] = T(acc[i] / denom * L.scale.v);
   }
 }
 
@@ -81,7 +82,7 @@ void paged_attention_generic(const T* q, int q_stride, const C* k_cache, const C
     generic_attention_kernel<T, C, decltype(alibi)::value>
         <<<(warps + per_block - 1) / per_block, 32 * per_block, 0, stream>>>(
             q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, out, tokens, heads,
-            scale, alibi_slopes, window, layout);
+            scale * layout.scale.k, alibi_slopes, window, layout);
   });
 }
 

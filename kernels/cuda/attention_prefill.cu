@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
       float sum = l[mt][hf];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      inv[hf] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      inv[hf] = sum > 0.0f ? L.scale.v / sum : 0.0f;
     }
     const int r0 = (warp * MT + mt) * 16 + lane / 4, r1 = r0 + 8;
 #pragma unroll
@@ -436,6 +436,7 @@ void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C
                              const float* alibi_slopes, int window, const PagedKvLayout& layout,
                              cudaStream_t stream) {
   if (num_seqs <= 0 || max_q_len <= 0 || heads <= 0) return;
+  scale *= layout.scale.k;  // scores of the cached codes (kernels/attention.h)
   dispatch_head_dim(layout.head_dim, "paged_attention_prefill", [&](auto dim) {
     dispatch_alibi(alibi_slopes, [&](auto alibi) {
       launch<T, C, decltype(dim)::value, decltype(alibi)::value>(

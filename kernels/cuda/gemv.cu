@@ -312,7 +312,8 @@ struct GatedActivation : NoExtras {
 // half / 8 pair tiles (tile rows 0..7 = dims i..i+7, rows 8..15 = dims i+half.., so one lane
 // holds both members of a rotary pair) then (head_dim - rotary_dim) / 16 plain tiles; v is plain
 // tiles. Needs rotary_dim % 16 == 0 and head_dim % 16 == 0 (rope_epilogue_supported). The
-// cache (C: T or KvFp8) gets each value rounded once from the fp32 result.
+// cache (C: T or KvFp8) gets each value divided by L.scale.k / .v and rounded once from the fp32
+// result (detail::to_cache).
 template <typename T, typename C>
 struct RopeKvWrite {
   struct Row {
@@ -380,9 +381,9 @@ struct RopeKvWrite {
     else if (!info.cache)
       return;
     else if (c < q_size + kv_size)
-      k_cache[info.slot + (c - q_size)] = detail::from_f<C>(v);
+      k_cache[info.slot + (c - q_size)] = detail::to_cache<C>(v, L.scale.k);
     else
-      v_cache[info.slot + (c - q_size - kv_size)] = detail::from_f<C>(v);
+      v_cache[info.slot + (c - q_size - kv_size)] = detail::to_cache<C>(v, L.scale.v);
   }
   __device__ void store(int m, const Row& info, const Target& to, int, int, float lo,
                         float hi) const {

@@ -1,5 +1,6 @@
 // Element types of the paged KV cache on the GPU (kernels/kv_dtype.h): the compute type T
-// (__half, __nv_bfloat16, float) or KvFp8 (E4M3, one byte, per-tensor scale 1). Kernels that read
+// (__half, __nv_bfloat16, float) or KvFp8 (E4M3 codes, one byte, with per-layer scales applied
+// by the writers and readers: PagedKvLayout::scale, kernels/kv_dtype.h). Kernels that read
 // or write the cache are templated on the cache type C next to T; these helpers convert.
 #pragma once
 
@@ -47,8 +48,9 @@ struct Vec2<KvFp8> {
   }
 };
 
-// Writers store a value in the cache with detail::from_f<C> (kernels/cuda/common.cuh): for KvFp8
-// its constructor rounds to nearest even and saturates to +-448 (cvt.rn.satfinite.e4m3x2.f32).
+// Writers store a value in the cache with detail::to_cache<C> (kernels/cuda/paged_kv.cuh): x /
+// scale through from_f<C>, which for KvFp8 rounds to nearest even and saturates to +-448
+// (cvt.rn.satfinite.e4m3x2.f32).
 
 // 8 fp8 values (8 bytes) widened to 8 T (16 bytes), exactly (every E4M3 value is an fp16 and a
 // bf16 value).

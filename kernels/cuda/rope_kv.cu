@@ -33,13 +33,23 @@ __device__ __forceinline__ void store_group(E* p, const float (&v)[G]) {
   *reinterpret_cast<Pack<E, G>*>(p) = x;
 }
 
+// The same into the cache: each value divided by the cache's scale first (to_cache).
+template <int G, typename C>
+__device__ __forceinline__ void store_cache_group(C* p, const float (&v)[G], float scale) {
+  Pack<C, G> x;
+#pragma unroll
+  for (int i = 0; i < G; ++i) x.v[i] = to_cache<C>(v[i], scale);
+  *reinterpret_cast<Pack<C, G>*>(p) = x;
+}
+
 // Grid (tokens, unit blocks): blockIdx.x = token, one thread per work unit of G adjacent
 // columns. Work units of a token: for each of the heads + kv_heads q/k heads, half / G groups of
 // rotary pairs (columns c .. c + G and their partners c + half ..) then (head_dim - rotary_dim) / G
 // pass-through groups; then kv_size / G v groups. G = 8 moves 16 bytes of T per access (the
 // launcher picks it when the layout allows); G = 1 takes any layout. Spreading a token's units
 // over blocks keeps a decode step of one token from running on a single SM. The cache (C) gets
-// each value rounded once from fp32 (from_f: for KvFp8 the saturating E4M3 conversion).
+// each value divided by L.scale.k / .v and rounded once from fp32 (to_cache: for KvFp8 the
+// saturating E4M3 conversion).
 template <typename T, typename C, int G>
 __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict__ bias,
                                      const int32_t* __restrict__ token_pos,
@@ -82,21 +92,21 @@ __global__ void rope_write_kv_kernel(T* qkv, int qkv_stride, const T* __restrict
       store_group<G>(row + c0, v);
       store_group<G>(row + c1, w);
       if (write_k) {
-        store_group<G>(k_cache + slot + (c0 - q_size), v);
-        store_group<G>(k_cache + slot + (c1 - q_size), w);
+        store_cache_group<G>(k_cache + slot + (c0 - q_size), v, L.scale.k);
+        store_cache_group<G>(k_cache + slot + (c1 - q_size), w, L.scale.k);
       }
     } else {
       const int col = base + rotary_dim + (r - rotary_units) * G;
       load_group<G>(row + col, bias_at(col), v);
       if (bias) store_group<G>(row + col, v);
-      if (write_k) store_group<G>(k_cache + slot + (col - q_size), v);
+      if (write_k) store_cache_group<G>(k_cache + slot + (col - q_size), v, L.scale.k);
     }
   } else {
     const int d = (u - qk_units) * G;
     const int col = q_size + kv_size + d;
     load_group<G>(row + col, bias_at(col), v);
     if (bias) store_group<G>(row + col, v);
-    if (seq >= 0) store_group<G>(v_cache + slot + d, v);
+    if (seq >= 0) store_cache_group<G>(v_cache + slot + d, v, L.scale.v);
   }
 }
 

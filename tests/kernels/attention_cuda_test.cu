@@ -205,14 +205,21 @@ struct Batch {
 
 enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill, kGeneric };
 
-// Sequences of the given lengths (default kLens), batch tokens over them; caches of C.
+// Sequences of the given lengths (default kLens), batch tokens over them; caches of C. With
+// kv_scale (an fp8 cache's dequantization scales) the GPU reads the same codes with the scales in
+// its layout, and the CPU reference reads the dequantized cache: codes times the scales.
 template <typename T, typename C = T>
 void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
-           const std::vector<int>& lens = kLens) {
+           const std::vector<int>& lens = kLens, kernels::KvScale kv_scale = {}) {
   std::mt19937 rng(seed);
   Scenario<C> sc;
   sc.lens = lens;
   sc.build(s, rng);
+  for (const auto& [values, by] : {std::pair{&sc.k_cache, kv_scale.k}, {&sc.v_cache, kv_scale.v}})
+    if (by != 1.0f)
+      for (size_t i = 0; i < values->size(); ++i) values->data()[i] *= by;
+  kernels::PagedKvLayout gpu_layout = sc.layout;
+  gpu_layout.scale = kv_scale;
   const int tokens = batch.tokens(), D = s.head_dim;
   const int q_stride = (s.heads + 2 * s.kv_heads) * D;  // as in a fused qkv projection
   const std::vector<float> q = test::randn<T>(size_t(tokens) * q_stride, rng);
@@ -250,11 +257,11 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
   if (kernel == Kernel::kPrefill) {
     kernels::cuda::paged_attention_prefill<T>(
         dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p, dcu.p, int(batch.cu_q.size()) - 1,
-        batch.max_q_len, dout.p, s.heads, scale, alibi, s.window, sc.layout, nullptr);
+        batch.max_q_len, dout.p, s.heads, scale, alibi, s.window, gpu_layout, nullptr);
   } else if (kernel == Kernel::kGeneric) {
     kernels::cuda::paged_attention_generic<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
                                               dout.p, tokens, s.heads, scale, alibi, s.window,
-                                              sc.layout, nullptr);
+                                              gpu_layout, nullptr);
   } else {
     const int max_context = kernel == Kernel::kDecode ? max_len : 1000;  // understated
     const size_t ws_bytes = kernels::cuda::paged_attention_decode_workspace_bytes(
@@ -264,7 +271,7 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
     LMX_CUDA_OK(cudaMemset(ws.p, 0xff, ws_bytes));
     kernels::cuda::paged_attention_decode<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
                                              dout.p, tokens, s.heads, scale, alibi, s.window,
-                                             sc.layout, max_context, ws.p, ws_bytes, nullptr);
+                                             gpu_layout, max_context, ws.p, ws_bytes, nullptr);
     LMX_CUDA_OK(cudaGetLastError());
     LMX_CUDA_OK(cudaDeviceSynchronize());
   }
@@ -422,6 +429,36 @@ TYPED_TEST(PagedAttentionCuda, PrefillOverFp8CacheMatchesCpu) {
   uint32_t seed = 300;
   for (const Shape& s : kShapes)
     check<TypeParam, KvFp8>(s, prefill_batch(), Kernel::kPrefill, seed++);
+}
+
+// fp8 caches with per-layer scales (kernels/kv_dtype.h): K's folded into the score scale, V's
+// into the output's normalization, in every kernel and every decode variant (per-warp with and
+// without a cluster merge, workspace-merged), with ALiBi too. Powers of two (what calibration
+// picks) and a checkpoint-style 0.37: the reference's dequantized cache is exact for the former
+// and one fp32 rounding away for the latter, far below the tolerances. k_scale 4 makes the
+// scores 4x sharper than the unscaled cases, still within the same fp32 score arithmetic.
+TYPED_TEST(PagedAttentionCuda, ScaledFp8CacheMatchesCpuInEveryKernel) {
+  LMX_REQUIRE_GPU();
+  const kernels::KvScale pow2{4.0f, 64.0f}, odd{0.37f, 3.3f};
+  uint32_t seed = 600;
+  for (const kernels::KvScale& ks : {pow2, odd}) {
+    for (const Shape& s : {Shape{32, 8, 128, 0}, Shape{32, 32, 128, 0}, Shape{12, 2, 96, 7}}) {
+      check<TypeParam, KvFp8>(s, decode_batch(), Kernel::kDecode, seed++, kLens, ks);
+      check<TypeParam, KvFp8>(s, prefill_batch(), Kernel::kPrefill, seed++, kLens, ks);
+    }
+    check<TypeParam, KvFp8>({32, 16, 64, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, seed++,
+                            kLens, ks);
+    check<TypeParam, KvFp8>({32, 32, 128, 0}, last_tokens(1, 8192), Kernel::kDecode, seed++, {8192},
+                            ks);
+    check<TypeParam, KvFp8>({16, 16, 256, 0}, decode_batch(), Kernel::kDecode, seed++, kLens, ks);
+    check<TypeParam, KvFp8>({12, 4, 64, 7, true}, decode_batch(), Kernel::kDecode, seed++, kLens,
+                            ks);
+    check<TypeParam, KvFp8>({12, 4, 64, 7, true}, prefill_batch(), Kernel::kPrefill, seed++, kLens,
+                            ks);
+    check<TypeParam, KvFp8>({6, 2, 40, 0, true}, decode_batch(), Kernel::kGeneric, seed++, kLens,
+                            ks);
+    check<TypeParam, KvFp8>({8, 2, 128, 0}, decode_batch(), Kernel::kGeneric, seed++, kLens, ks);
+  }
 }
 
 // ALiBi shapes: Bloom-560m (16/16/64) and Bloom-7b1 (32/32/128), 6 and 12 heads (slopes from the

@@ -182,9 +182,12 @@ TYPED_TEST(CudaOps, Activations) {
   }
 }
 
-// One cache type C of the rope + KV-write test below.
+// One cache type C of the rope + KV-write test below: inputs of standard deviation `amplitude`,
+// the cache with dequantization scales `scale` (the GPU's codes times them against the CPU's
+// fp32 cache, which holds the dequantized values).
 template <typename T, typename C>
-void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
+void run_rope_write_kv(kernels::KvDtype storage, double cache_tol, float amplitude = 1.0f,
+                       kernels::KvScale scale = {}) {
   struct Cfg {
     int heads, kv_heads, head_dim, rotary_dim;
     bool bias;
@@ -196,10 +199,10 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
     for (auto [tokens, pad] : {std::pair{1, 5}, {7, 5}, {83, 5}, {1, 8}, {7, 8}, {83, 8}}) {
       std::mt19937 rng(tokens * 19 + c.head_dim + c.rotary_dim);
       const int seqs = 3, block_size = 16, max_blocks = 400, num_blocks = 64;
-      const kernels::PagedKvLayout L{block_size, c.kv_heads, c.head_dim, max_blocks};
+      const kernels::PagedKvLayout L{block_size, c.kv_heads, c.head_dim, max_blocks, scale};
       const int q_size = c.heads * c.head_dim, kv_size = c.kv_heads * c.head_dim;
       const int stride = q_size + 2 * kv_size + pad;
-      auto qkv = test::randn<T>(size_t(tokens) * stride, rng);
+      auto qkv = test::randn<T>(size_t(tokens) * stride, rng, amplitude);
       auto bias = test::randn<T>(q_size + 2 * kv_size, rng, 0.3f);
       std::vector<float> inv_freq(std::max(1, c.rotary_dim / 2));
       for (int i = 0; i < c.rotary_dim / 2; ++i)
@@ -250,7 +253,8 @@ void run_rope_write_kv(kernels::KvDtype storage, double cache_tol) {
           stray += !std::isnan(gk[i]) + !std::isnan(gv[i]);
           continue;
         }
-        wk.push_back(gk[i]), rk.push_back(kc[i]), wv.push_back(gv[i]), rv.push_back(vc[i]);
+        wk.push_back(gk[i] * scale.k), rk.push_back(kc[i]);
+        wv.push_back(gv[i] * scale.v), rv.push_back(vc[i]);
       }
       EXPECT_EQ(stray, 0u) << "writes outside the token slots";
       EXPECT_GT(rk.size(), 0u);
@@ -270,6 +274,17 @@ TYPED_TEST(CudaOps, RopeWriteKvMatchesCpuAndWritesOnlyTokenSlots) {
   using T = TypeParam;
   run_rope_write_kv<T, T>(kernels::KvDtype::model, Tol<T>::rel);
   run_rope_write_kv<T, __nv_fp8_e4m3>(kernels::KvDtype::fp8_e4m3, std::max(Tol<T>::rel, 5e-3));
+}
+
+// The fp8 cache with per-layer scales (kernels/kv_dtype.h): K and V of standard deviation 300
+// (beyond 448 often: scale 1 would saturate them) stored as codes of x / 8 and x / 16, against
+// the CPU reference's round_to_e4m3(x, scale); same tolerance as the unscaled fp8 cache (the
+// scales are powers of two, so they add no rounding).
+TYPED_TEST(CudaOps, RopeWriteKvIntoScaledFp8Cache) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  run_rope_write_kv<T, __nv_fp8_e4m3>(kernels::KvDtype::fp8_e4m3, std::max(Tol<T>::rel, 5e-3),
+                                      300.0f, {8.0f, 16.0f});
 }
 
 }  // namespace

@@ -198,8 +198,9 @@ TYPED_TEST(FusedGemvCuda, FoldedNormWeightMatchesRmsNormThenLinear) {
 // partial rotary, MHA and GQA, with and without the qkv bias; a cache of T, and an fp8 (E4M3)
 // cache (reference: round_to_e4m3 of its fp32 values; an fp32 result a bit off can round to the
 // neighbouring E4M3 value, so the cache tolerance there is 5e-3).
+// scale: the cache's dequantization scales (the GPU's codes times them against the CPU's cache).
 template <typename T, typename C>
-void run_rope_epilogue(kernels::KvDtype storage, double cache_tol) {
+void run_rope_epilogue(kernels::KvDtype storage, double cache_tol, kernels::KvScale scale = {}) {
   std::mt19937 rng(6);
   struct Case {
     int heads, kv_heads, head_dim, rotary_dim, K;
@@ -218,7 +219,7 @@ void run_rope_epilogue(kernels::KvDtype storage, double cache_tol) {
     db.upload(bias);
     for (bool with_bias : {false, true})
       for (int M : {1, 5, 8}) {
-        const kernels::PagedKvLayout L{4, c.kv_heads, D, 8};  // 4-token blocks, 8 per sequence
+        const kernels::PagedKvLayout L{4, c.kv_heads, D, 8, scale};  // 4-token blocks, 8 a sequence
         const int blocks = M * L.max_blocks_per_seq;
         std::vector<int32_t> pos(static_cast<size_t>(M)), seq(pos), tables(static_cast<size_t>(blocks));
         for (int b = 0; b < blocks; ++b) tables[size_t(b)] = (b * 7 + 3) % blocks;  // scattered
@@ -267,8 +268,11 @@ void run_rope_epilogue(kernels::KvDtype storage, double cache_tol) {
                                   std::to_string(c.rotary_dim) + " bias " +
                                   std::to_string(with_bias) + " M " + std::to_string(M);
         EXPECT_LT(rel_l2(q_got, q_ref), Tol<T>::rel) << "q, " << where;
-        EXPECT_LT(rel_l2(dk.download_f(), k_ref), cache_tol) << "k cache, " << where;
-        EXPECT_LT(rel_l2(dv.download_f(), v_ref), cache_tol) << "v cache, " << where;
+        auto k_got = dk.download_f(), v_got = dv.download_f();
+        for (float& x : k_got) x *= scale.k;
+        for (float& x : v_got) x *= scale.v;
+        EXPECT_LT(rel_l2(k_got, k_ref), cache_tol) << "k cache, " << where;
+        EXPECT_LT(rel_l2(v_got, v_ref), cache_tol) << "v cache, " << where;
         if (::testing::Test::HasFailure()) return;  // one failing case is enough to read
       }
   }
@@ -279,6 +283,15 @@ TYPED_TEST(FusedGemvCuda, RopeEpilogueMatchesRopeWriteKv) {
   using T = TypeParam;
   run_rope_epilogue<T, T>(kernels::KvDtype::model, Tol<T>::rel);
   run_rope_epilogue<T, __nv_fp8_e4m3>(kernels::KvDtype::fp8_e4m3, std::max(Tol<T>::rel, 5e-3));
+}
+
+// The epilogue's cache write with per-layer fp8 scales: K stored as codes of x / 0.25, V of
+// x / 2 (powers of two: no rounding beyond E4M3's), read back times the scales.
+TYPED_TEST(FusedGemvCuda, RopeEpilogueWritesScaledFp8Cache) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  run_rope_epilogue<T, __nv_fp8_e4m3>(kernels::KvDtype::fp8_e4m3, std::max(Tol<T>::rel, 5e-3),
+                                      {0.25f, 2.0f});
 }
 
 }  // namespace

@@ -698,11 +698,8 @@ TEST_P(CudaVsCpu, TunedAttentionHeadDims) {
 //    rounded to fp16 first land on the other side of an E4M3 rounding boundary for about one
 //    value in a hundred (a whole E4M3 step, 6%), which on this tiny model moves the logits by up
 //    to 9e-2 (H100) -- the same order as fp8 storage itself moves them (printed).
-TEST_P(CudaVsCpu, Fp8KvCacheMatchesCpuEmulation) {
-  REQUIRE_GPU();
-  const int head_dim = GetParam();
-  testing::TempDir dir;
-  const LoadedModel model = write_head_dim_model(dir.path(), head_dim);
+// The checks of one model (its kv_scales, if any, apply to every fp8 backend here, CPU and CUDA).
+void expect_fp8_cache_matches_cpu(const LoadedModel& model, int head_dim) {
   auto fp8 = [](CudaDtype dtype, bool generic) {
     CudaBackendOptions o = options(dtype);
     o.kv_dtype = kernels::KvDtype::fp8_e4m3;
@@ -732,6 +729,29 @@ TEST_P(CudaVsCpu, Fp8KvCacheMatchesCpuEmulation) {
                 "CPU fp8 vs CPU fp32 cache %.2e\n",
                 head_dim, s, rel_l2(a[s], c[s]), rel_l2(g[s], c[s]), rel_l2(c[s], e[s]));
   }
+}
+
+TEST_P(CudaVsCpu, Fp8KvCacheMatchesCpuEmulation) {
+  REQUIRE_GPU();
+  const int head_dim = GetParam();
+  testing::TempDir dir;
+  const LoadedModel model = write_head_dim_model(dir.path(), head_dim);
+  expect_fp8_cache_matches_cpu(model, head_dim);
+}
+
+// The same with per-layer scales (LoadedModel::kv_scales, as the engine sets them): the CUDA
+// backend hands each layer's scales to its cache writes and attention kernels, the CPU backend
+// to its cache writes. Powers of two, different per layer and for K and V, so a scale applied
+// to the wrong layer, tensor or side (write vs read) moves the logits far past the bounds.
+TEST_P(CudaVsCpu, Fp8KvCacheWithPerLayerScalesMatchesCpuEmulation) {
+  REQUIRE_GPU();
+  const int head_dim = GetParam();
+  testing::TempDir dir;
+  LoadedModel model = write_head_dim_model(dir.path(), head_dim);
+  for (int l = 0; l < model.desc.num_layers; ++l)
+    model.kv_scales.push_back(l % 2 ? kernels::KvScale{2.0f, 0.25f}
+                                    : kernels::KvScale{0.125f, 4.0f});
+  expect_fp8_cache_matches_cpu(model, head_dim);
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaVsCpu, ::testing::Values(64, 128));

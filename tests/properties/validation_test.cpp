@@ -3,6 +3,7 @@
 #include <cctype>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -56,6 +57,12 @@ const std::vector<BadValue> kBadValues = {
     {"option.kv_cache_dtype", "int8", "auto, fp8, fp8_e4m3"},
     {"option.kv_cache_dtype", "fp16", "auto, fp8, fp8_e4m3"},
     {"option.kv_cache_dtype", "", "auto, fp8, fp8_e4m3"},
+    {"option.kv_cache_scale", "0", "auto, calibrate, or a positive number"},
+    {"option.kv_cache_scale", "-1", "auto, calibrate, or a positive number"},
+    {"option.kv_cache_scale", "nan", "auto, calibrate, or a positive number"},
+    {"option.kv_cache_scale", "inf", "auto, calibrate, or a positive number"},
+    {"option.kv_cache_scale", "1e39", "auto, calibrate, or a positive number"},
+    {"option.kv_cache_scale", "checkpoint", "auto, calibrate, or a positive number"},
     {"option.max_tokens", "0", "an integer >= 1"},
     {"option.max_tokens", "-5", "an integer >= 1"},
     {"option.max_tokens", "12abc", "an integer >= 1"},
@@ -199,6 +206,42 @@ TEST(Validation, KvCacheDtypeFp8IsSupportedOnEveryDevice) {
   EXPECT_NO_THROW(load_serving_config(dir.path(),
                                       Environment::from_map({{"OPTION_DEVICE", "cuda"}}, 1),
                                       EngineCapabilities::everything()));
+}
+
+// option.kv_cache_scale: auto (default), calibrate or a number, and only with the fp8 cache.
+TEST(Validation, KvCacheScaleTakesAutoCalibrateOrAPositiveNumber) {
+  for (const auto& [text, kind, value] :
+       {std::tuple{"auto", KvCacheScale::Kind::Auto, 1.0},
+        std::tuple{"Calibrate", KvCacheScale::Kind::Calibrate, 1.0},
+        std::tuple{"1.0", KvCacheScale::Kind::Fixed, 1.0},
+        std::tuple{" 0.0625 ", KvCacheScale::Kind::Fixed, 0.0625},
+        std::tuple{"16", KvCacheScale::Kind::Fixed, 16.0}}) {
+    SCOPED_TRACE(text);
+    TempModelDir dir(std::string("option.kv_cache_dtype=fp8\noption.kv_cache_scale=") + text +
+                     "\n");
+    const ServingConfig c = load(dir, {}, 0, EngineCapabilities::cpu_only());
+    EXPECT_EQ(c.kv_cache_scale.kind, kind);
+    EXPECT_EQ(c.kv_cache_scale.value, value);
+    EXPECT_TRUE(to_json(c)["settings"]["option.kv_cache_scale"]["takes_effect"].get<bool>());
+  }
+  TempModelDir unset("option.kv_cache_dtype=fp8\n");
+  const ServingConfig c = load(unset, {}, 0, EngineCapabilities::cpu_only());
+  EXPECT_EQ(c.kv_cache_scale.kind, KvCacheScale::Kind::Auto);
+  EXPECT_EQ(to_json(c)["settings"]["option.kv_cache_scale"]["value"], "auto");
+}
+
+TEST(Validation, KvCacheScaleNeedsTheFp8Cache) {
+  TempModelDir dir("option.kv_cache_scale=2\n");
+  const std::string e = error_of(dir);
+  EXPECT_TRUE(contains(e, "option.kv_cache_scale=2 (from line 1 of")) << e;
+  EXPECT_TRUE(contains(e, "only used with option.kv_cache_dtype=fp8_e4m3")) << e;
+  TempModelDir env_dir;
+  const std::string env_e = error_of(env_dir, {{"OPTION_KV_CACHE_SCALE", "calibrate"}});
+  EXPECT_TRUE(contains(env_e, "environment variable OPTION_KV_CACHE_SCALE")) << env_e;
+  // Unset, the default does not take effect without fp8 (lmx config says why).
+  TempModelDir plain;
+  const auto j = to_json(load(plain, {}, 0, EngineCapabilities::cpu_only()));
+  EXPECT_FALSE(j["settings"]["option.kv_cache_scale"]["takes_effect"].get<bool>());
 }
 
 TEST(Validation, SmoothquantAlphaNeedsSmoothquant) {

@@ -229,5 +229,58 @@ TEST(KvCacheStorage, RopeWriteKvRoundsOnlyTheCache) {
     }
 }
 
+TEST(E4m3, ScaledRoundingDividesThenMultiplies) {
+  // 1000 / 4 = 250 lies in [128, 256), where E4M3 steps by 16: 240 or 256, nearer 256; read
+  // back as 256 * 4. -3000 / 8 = -375 in [256, 448] (steps of 32): -384, read back as -3072.
+  EXPECT_EQ(k::round_to_e4m3(1000.0f, 4.0f), 1024.0f);
+  EXPECT_EQ(k::round_to_e4m3(1000.0f, 1.0f), 448.0f);  // scale 1 saturates
+  EXPECT_EQ(k::round_to_e4m3(-3000.0f, 8.0f), -3072.0f);
+  EXPECT_EQ(k::round_to_e4m3(0.75f, 1.0f), k::round_to_e4m3(0.75f));
+  // A non-power-of-two scale (checkpoints carry any positive number): code of x / s, times s.
+  const float s = 0.37f, x = 12.3f;
+  EXPECT_EQ(k::round_to_e4m3(x, s), k::decode_e4m3(k::encode_e4m3(x / s)) * s);
+  for (float v : wide_values(4096, 9)) {
+    const float big = v * 64.0f;  // up to 2^16: far beyond 448
+    const float held = k::round_to_e4m3(big, 256.0f);
+    // Scale 256 holds |x| <= 114688 unsaturated: within half an E4M3 step (1/16 relative) of x,
+    // or of the smallest subnormal step 2^-9 * 256 near zero.
+    ASSERT_LE(std::fabs(held - big), std::max(std::fabs(big) / 16.0f, 0.5f * 256.0f / 512.0f))
+        << big;
+  }
+}
+
+// The scales of PagedKvLayout: K's with scale.k, V's with scale.v, on both CPU cache writers.
+TEST(KvCacheStorage, Fp8WritesUseTheLayoutsKAndVScales) {
+  const CacheCase c;
+  const int D = c.head_dim, q_size = c.heads * D, kv = c.kv_heads * D;
+  const int stride = q_size + 2 * kv;
+  auto qkv0 = wide_values(size_t(c.tokens()) * stride, 5);
+  for (float& x : qkv0) x *= 32.0f;  // up to 2^15: saturates at scale 1
+  auto L = c.layout();
+  L.scale = {128.0f, 0.75f};  // K: |x| < 2^15 held unsaturated; V: saturates, as rounded
+  std::vector<float> kc(c.cache_size(), NAN), vc = kc;
+  k::write_kv(qkv0.data() + q_size, qkv0.data() + q_size + kv, stride, kc.data(), vc.data(),
+              c.tables.data(), c.seq.data(), c.pos.data(), c.tokens(), L, KvDtype::fp8_e4m3);
+  std::vector<float> qkv = qkv0, rkc(c.cache_size(), NAN), rvc = rkc;
+  k::rope_write_kv(qkv.data(), stride, nullptr, c.pos.data(), nullptr, 0, c.heads, rkc.data(),
+                   rvc.data(), c.tables.data(), c.seq.data(), c.tokens(), L, KvDtype::fp8_e4m3);
+  size_t beyond_448 = 0;
+  for (int t = 0; t < c.tokens(); ++t)
+    for (int i = 0; i < kv; ++i) {
+      const size_t s = c.slot(t) + size_t(i);
+      const float kx = qkv0[size_t(t) * stride + q_size + i];
+      const float vx = qkv0[size_t(t) * stride + q_size + kv + i];
+      ASSERT_EQ(kc[s], k::round_to_e4m3(kx, 128.0f)) << t << " " << i;
+      ASSERT_EQ(vc[s], k::round_to_e4m3(vx, 0.75f)) << t << " " << i;
+      ASSERT_EQ(rkc[s], kc[s]);
+      ASSERT_EQ(rvc[s], vc[s]);
+      if (std::fabs(kx) > 448.0f) {
+        ++beyond_448;
+        EXPECT_LE(std::fabs(kc[s] - kx), std::fabs(kx) / 16.0f);  // held, not saturated
+      }
+    }
+  EXPECT_GT(beyond_448, 0u);
+}
+
 }  // namespace
 }  // namespace lmx

@@ -7,8 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
 #include "engine/backend/cpu_backend.h"
+#include "engine/core/error.h"
 #include "engine/model/model.h"
 #include "tests/support/checkpoint_writer.h"
 #include "tests/support/expect_error.h"

@@ -20,6 +20,7 @@
 #include "engine/backend/rope.h"
 #include "engine/backend/sample_rows.h"
 #include "engine/core/log.h"
+#include "engine/model/kv_scales.h"
 #include "engine/model/quantization.h"
 #include "engine/model/shard.h"
 #include "engine/parallel/mpi_communicator.h"
@@ -112,6 +113,7 @@ class CudaBackend final : public Backend {
     if (tp_.ranks > 1 && (!comm_ || comm_->size() != tp_.ranks))
       throw_error("internal: tensor-parallel rank {} of {} without its device communicator",
                   tp_.rank, tp_.ranks);
+    check_kv_scales();
     LMX_CUDA_CHECK(cudaGetDevice(&device_));
     LMX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     if (desc_.positions == PositionKind::Rotary) {
@@ -493,8 +495,8 @@ class CudaBackend final : public Backend {
           with_kv_cache(l, [&](auto* kc, auto* vc) {
             k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, view(L.qkv), qkv_.get(), s.d + s.m.pos,
                                             inv_freq_.get(), desc_.rope.rotary_dim, desc_.num_heads,
-                                            kc, vc, s.d + s.m.tables, s.d + s.m.seq, n, layout_,
-                                            stream_);
+                                            kc, vc, s.d + s.m.tables, s.d + s.m.seq, n,
+                                            layer_layout(l), stream_);
           });
         } else {
           mark("qkv_proj");
@@ -771,9 +773,29 @@ class CudaBackend final : public Backend {
     with_kv_cache(l, [&](auto* kc, auto* vc) {
       k::rope_write_kv<T>(qkv_.get(), QKV, qkv_bias, s.d + s.m.pos,
                           rotary ? inv_freq_.get() : nullptr, rotary ? desc_.rope.rotary_dim : 0,
-                          desc_.num_heads, kc, vc, s.d + s.m.tables, s.d + s.m.seq, n, layout_,
-                          stream_);
+                          desc_.num_heads, kc, vc, s.d + s.m.tables, s.d + s.m.seq, n,
+                          layer_layout(l), stream_);
     });
+  }
+
+  // opts_.kv_scales: one per layer, and only for an fp8 cache.
+  void check_kv_scales() const {
+    const auto& s = opts_.kv_scales;
+    if (s.empty()) return;
+    if (s.size() != size_t(desc_.num_layers))
+      throw_error("{} KV cache scales for a model of {} layers", s.size(), desc_.num_layers);
+    if (opts_.kv_dtype != kernels::KvDtype::fp8_e4m3)
+      for (const kernels::KvScale& x : s)
+        if (x.k != 1.0f || x.v != 1.0f)
+          throw_error("KV cache scales other than 1 need the fp8_e4m3 cache; this cache is {}",
+                      kv_cache_dtype_name());
+  }
+
+  // Layer l's cache: the shared geometry with the layer's fp8 scales.
+  kernels::PagedKvLayout layer_layout(int l) const {
+    kernels::PagedKvLayout L = layout_;
+    if (!opts_.kv_scales.empty()) L.scale = opts_.kv_scales[size_t(l)];
+    return L;
   }
 
   // Calls fn(k_cache, v_cache) with layer l's caches as pointers to their element type: T, or
@@ -806,19 +828,19 @@ class CudaBackend final : public Backend {
           if (m.lead_single > 0)
             k::paged_attention_decode<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
                                          attn_.get(), m.lead_single, desc_.num_heads, scale, alibi,
-                                         window, layout_, m.max_context, workspace_.get(),
+                                         window, layer_layout(l), m.max_context, workspace_.get(),
                                          workspace_.size(), stream_);
           if (m.lead_single < m.seqs)
             k::paged_attention_prefill<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
                                           d + m.cu_q + m.lead_single, m.seqs - m.lead_single,
                                           m.max_chunk, attn_.get(), desc_.num_heads, scale, alibi,
-                                          window, layout_, stream_);
+                                          window, layer_layout(l), stream_);
           return;
         }
       }
-      k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos,
-                                    attn_.get(), m.tokens, desc_.num_heads, scale, alibi, window,
-                                    layout_, stream_);
+      k::paged_attention_generic<T>(q, QKV, kc, vc, d + m.tables, d + m.seq, d + m.pos, attn_.get(),
+                                    m.tokens, desc_.num_heads, scale, alibi, window,
+                                    layer_layout(l), stream_);
     });
   }
 
@@ -1128,7 +1150,9 @@ bool cuda_device_available() { return cuda_device_count() > 0; }
 // A random-weight benchmark model keeps the quantization load_model requested on its weights
 // (option.quantize on a served benchmark model), like a checkpoint's.
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& o) {
-  return make_group(model.desc, model.weights, model.random_seed, o);
+  CudaBackendOptions with_scales = o;
+  if (with_scales.kv_scales.empty()) with_scales.kv_scales = layer_kv_scales(model, o.kv_dtype);
+  return make_group(model.desc, model.weights, model.random_seed, with_scales);
 }
 
 std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,

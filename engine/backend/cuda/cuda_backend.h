@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/model/model.h"
@@ -20,6 +21,10 @@ struct CudaBackendOptions {
   // How the KV cache stores K and V (kernels/kv_dtype.h): the compute dtype, or fp8 E4M3 (half
   // the bytes of fp16; the memory plan's blocks are sized by it).
   kernels::KvDtype kv_dtype = kernels::KvDtype::model;
+  // fp8 cache: each layer's dequantization scales, [num_layers] (kernels/kv_dtype.h); empty: 1
+  // for every layer. make_cuda_backend fills it from LoadedModel::kv_scales when empty. Scales
+  // other than 1 with a model-dtype cache are refused.
+  std::vector<kernels::KvScale> kv_scales;
   int kv_block_size = 16;
   // KV blocks wanted (max_tokens x max_rolling_batch_size worth); 0 = all memory left after the
   // weights and scratch, minus `reserve_bytes`. Too many for the GPU is an error naming numbers.
