@@ -93,4 +93,11 @@ std::string media_type(std::string_view content_type) {
   return lower(t);
 }
 
+bool readable_body_type(std::string_view content_type) {
+  const std::string t = media_type(content_type);
+  return t.empty() || t == "application/json" || t == "text/plain" ||
+         t == "application/x-www-form-urlencoded" || t == "application/octet-stream" ||
+         (t.starts_with("application/") && t.ends_with("+json"));
+}
+
 }  // namespace lmx::server

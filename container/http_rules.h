@@ -36,4 +36,11 @@ std::string request_path(std::string_view target);
 // "type/subtype" of a Content-Type in lower case, without parameters and whitespace.
 std::string media_type(std::string_view content_type);
 
+// Whether a request body of this Content-Type is one the POST routes read (LMI, SageMaker,
+// OpenAI): JSON (application/json, any "+json" type), text/plain (LMI: the text is the input),
+// and the types clients send by default without meaning them (none at all, curl -d's
+// application/x-www-form-urlencoded, the AWS SDKs' application/octet-stream), all read as JSON.
+// Anything else (XML, HTML, images, multipart forms, ...) is answered 415.
+bool readable_body_type(std::string_view content_type);
+
 }  // namespace lmx::server

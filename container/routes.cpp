@@ -7,6 +7,7 @@
 
 #include "container/chat_routes.h"
 #include "container/generate.h"
+#include "container/http_rules.h"
 #include "container/http_session.h"
 #include "container/lmi_schema.h"
 #include "plugin/json_bounds.h"
@@ -23,6 +24,21 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 void method_not_allowed(HttpSession& s, const char* allow) {
   s.respond(405, error_body(405, std::string("method not allowed; use ") + allow),
             "application/json", allow);
+}
+
+// 415 for a POST body no route reads (http_rules.h, readable_body_type); true when it answered.
+bool refuse_body_type(HttpSession& s) {
+  const auto it = s.request().find(http::field::content_type);
+  std::string_view type;
+  if (it != s.request().end()) type = std::string_view(it->value().data(), it->value().size());
+  if (readable_body_type(type)) return false;
+  s.respond(415,
+            error_body(415,
+                       "Content-Type '" + json_bounds::clip(std::string(type)) +
+                           "' is not supported: send application/json (or text/plain on the "
+                           "LMI paths)",
+                       "Content-Type"));
+  return true;
 }
 
 void ping(HttpSession& s) {
@@ -90,6 +106,7 @@ void route(const std::shared_ptr<HttpSession>& session) {
   if (path == "/invocations") {
     if (!post) return method_not_allowed(s, "POST");
     s.set_endpoint("invocations");
+    if (refuse_body_type(s)) return;
     return handle_lmi(session, /*force_stream=*/false, /*event_stream=*/false);
   }
   if (starts_with(path, "/predictions/")) {
@@ -102,6 +119,7 @@ void route(const std::shared_ptr<HttpSession>& session) {
                                        "model"));
     }
     if (!post) return method_not_allowed(s, "POST");
+    if (refuse_body_type(s)) return;
     return handle_lmi(session, false, false);
   }
   if (starts_with(path, "/endpoints/")) {
@@ -112,22 +130,26 @@ void route(const std::shared_ptr<HttpSession>& session) {
     if (action == "invocations") {
       if (!post) return method_not_allowed(s, "POST");
       s.set_endpoint("invocations");
+      if (refuse_body_type(s)) return;
       return handle_lmi(session, false, false);
     }
     if (action == "invocations-response-stream") {
       if (!post) return method_not_allowed(s, "POST");
       s.set_endpoint("invocations_stream");
+      if (refuse_body_type(s)) return;
       return handle_lmi(session, true, true);
     }
   }
   if (path == "/v1/completions") {
     if (!post) return method_not_allowed(s, "POST");
     s.set_endpoint("completions");
+    if (refuse_body_type(s)) return;
     return handle_openai(session);
   }
   if (path == "/v1/chat/completions") {
     if (!post) return method_not_allowed(s, "POST");
     s.set_endpoint("chat_completions");
+    if (refuse_body_type(s)) return;
     return handle_chat(session);
   }
   s.set_endpoint("not_found");

@@ -5,7 +5,8 @@ plugin (no model needed), with raw sockets where a client library would not send
      stops reading loses its connection (write timeout), accept() failing with EMFILE does not
      spin, and the connection cap holds;
   3. HTTP conformance: HEAD, absolute-form targets, Transfer-Encoding refusals (smuggling),
-     Expect: 100-continue, case-insensitive media types, half-closed clients served;
+     Expect: 100-continue, case-insensitive media types, 415 for bodies no route reads,
+     half-closed clients served;
   4. a list of inputs is cancelled on disconnect, and one longer than job_queue_size is a 413.
 Usage: e2e_http.py --server lmx-server --plugin liblmx_fake.so --model-dir DIR [--only NAME]"""
 import json
@@ -397,6 +398,17 @@ def conformance(c, s):
         st, _, resp = http("POST", s.url + "/invocations", body, {"Content-Type": ctype})
         ok = st == 200 and json.loads(resp)["generated_text"].startswith(want)
         c.check(ok, f"Content-Type: {ctype}: {st} {resp[:100]}")
+    # What clients send without meaning it is read as JSON (curl -d, the AWS SDKs' default).
+    for ctype in ("application/x-www-form-urlencoded", "application/octet-stream"):
+        st, _, resp = http("POST", s.url + "/invocations", lmi("x", max_new_tokens=1),
+                           {"Content-Type": ctype})
+        c.check(st == 200, f"Content-Type: {ctype} read as JSON: {st} {resp[:100]}")
+    # A body no route reads: 415, JSON naming the header and the type.
+    for path in ("/invocations", "/v1/completions", "/v1/chat/completions"):
+        st, _, resp = http("POST", s.url + path, b"<inputs>x</inputs>",
+                           {"Content-Type": "application/xml"})
+        ok = st == 415 and json.loads(resp)["field"] == "Content-Type" and b"application/xml" in resp
+        c.check(ok, f"Content-Type: application/xml on {path}: {st} {resp[:200]}")
 
     # Half-close after a complete request: served (interim 100 Continue allowed before it).
     for stream in (False, True):

@@ -107,6 +107,16 @@ TEST(ContainerHttpRules, TargetForms) {
   EXPECT_EQ(request_path("host:8080"), "");
 }
 
+TEST(ContainerHttpRules, BodiesReadAsJsonOrTextOnlyOthersRefused) {
+  for (const char* ok : {"", "application/json", "Application/JSON; charset=UTF-8", "text/plain",
+                         "application/x-www-form-urlencoded", "application/octet-stream",
+                         "application/vnd.api+json"})
+    EXPECT_TRUE(readable_body_type(ok)) << ok;
+  for (const char* refused : {"application/xml", "text/html", "image/png", "multipart/form-data",
+                              "text/json+x", "application/jsonx"})
+    EXPECT_FALSE(readable_body_type(refused)) << refused;
+}
+
 TEST(ContainerHttpRules, MediaTypesAreCaseInsensitive) {
   EXPECT_EQ(media_type("TEXT/PLAIN"), "text/plain");
   EXPECT_EQ(media_type(" Application/JSON ; charset=UTF-8"), "application/json");
