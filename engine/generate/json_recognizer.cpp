@@ -152,15 +152,16 @@ bool JsonRecognizer::value_byte(uint8_t b) {
     case Kind::Key:
       return string_byte(f, b);
     case Kind::Number: {
-      const int next = number_next(f.sub, b, !(n->types & kJsonNumber));
+      const bool integer = !(n->types & kJsonNumber);
+      const int bound = integer ? kMaxJsonIntegerBytes : kMaxJsonNumberBytes;
+      const int next = number_next(f.sub, b, integer);
       if (next < 0) {
         if (!number_can_end(f.sub)) return false;
         end_value();
         return advance(b);  // the byte after the number belongs to what follows
       }
       // Never enter a state that cannot end at the bound (no dead end).
-      if (f.len + 1 > kMaxJsonNumberBytes ||
-          (f.len + 1 == kMaxJsonNumberBytes && !number_can_end(uint8_t(next))))
+      if (f.len + 1 > bound || (f.len + 1 == bound && !number_can_end(uint8_t(next))))
         return false;
       f.sub = uint8_t(next), ++f.len;
       return true;

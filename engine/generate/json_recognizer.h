@@ -11,7 +11,8 @@
 //    U+10FFFF) except raw control characters; escapes per RFC 8259, a \u high surrogate only
 //    followed by a \u low one; at most kMaxJsonStringBytes bytes each (a character or escape
 //    begun below the bound may finish past it);
-//  - numbers: at most kMaxJsonNumberBytes bytes; "integer" ones are digits only;
+//  - numbers: at most kMaxJsonNumberBytes bytes; "integer" ones are digits only, at most
+//    kMaxJsonIntegerBytes bytes with the sign (so they fit a 64-bit integer);
 //  - nesting at most kMaxJsonDepth (objects, arrays, and the innermost string / number);
 //  - keys: a property may appear once; a key holding an escape never names a declared property
 //    (it counts as an additional key, refused when additionalProperties is false); repeated
@@ -34,6 +35,7 @@ namespace lmx {
 inline constexpr int kMaxJsonWhitespace = 1;
 inline constexpr int kMaxJsonStringBytes = 4096;
 inline constexpr int kMaxJsonNumberBytes = 32;
+inline constexpr int kMaxJsonIntegerBytes = 18;
 
 // What to recognize. The schema and the grammar must outlive every recognizer made from them.
 struct JsonGrammar {

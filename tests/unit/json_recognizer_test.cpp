@@ -164,6 +164,9 @@ TEST(JsonRecognizer, BoundedWhitespaceStringsAndNumbers) {
   const std::string at_bound = "\"" + std::string(kMaxJsonStringBytes, 'x');
   EXPECT_EQ(refused_at(g, at_bound + "x\""), at_bound.size());
   EXPECT_TRUE(whole(g, at_bound + "\""));
+  const std::string minus17 = "-" + std::string(kMaxJsonIntegerBytes - 1, '9');
+  EXPECT_TRUE(whole(grammar(json{{"type", "integer"}}, "", ";"), minus17 + ";"));
+  EXPECT_EQ(refused_at(grammar(json{{"type", "integer"}}), minus17 + "9"), minus17.size());
   const std::string digits(kMaxJsonNumberBytes, '1');
   EXPECT_EQ(refused_at(g, digits + "1"), digits.size());
   EXPECT_TRUE(whole(grammar(json::object(), "", "]"), digits + "]"));
