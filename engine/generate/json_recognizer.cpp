@@ -1,5 +1,11 @@
 #include "engine/generate/json_recognizer.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "engine/core/error.h"
+
 namespace lmx {
 namespace {
 
@@ -19,15 +25,23 @@ int hex_value(uint8_t b) {
 int number_next(uint8_t state, uint8_t b, bool integer) {
   const bool exp = !integer && (b == 'e' || b == 'E');
   switch (state) {
-    case 1: return b == '0' ? 2 : is_digit(b) ? 3 : -1;
-    case 2: return !integer && b == '.' ? 4 : exp ? 6 : -1;
-    case 3: return is_digit(b) ? 3 : !integer && b == '.' ? 4 : exp ? 6 : -1;
-    case 4: return is_digit(b) ? 5 : -1;
-    case 5: return is_digit(b) ? 5 : exp ? 6 : -1;
-    case 6: return b == '+' || b == '-' ? 7 : is_digit(b) ? 8 : -1;
+    case 1:
+      return b == '0' ? 2 : is_digit(b) ? 3 : -1;
+    case 2:
+      return !integer && b == '.' ? 4 : exp ? 6 : -1;
+    case 3:
+      return is_digit(b) ? 3 : !integer && b == '.' ? 4 : exp ? 6 : -1;
+    case 4:
+      return is_digit(b) ? 5 : -1;
+    case 5:
+      return is_digit(b) ? 5 : exp ? 6 : -1;
+    case 6:
+      return b == '+' || b == '-' ? 7 : is_digit(b) ? 8 : -1;
     case 7:
-    case 8: return is_digit(b) ? 8 : -1;
-    default: return -1;
+    case 8:
+      return is_digit(b) ? 8 : -1;
+    default:
+      return -1;
   }
 }
 bool number_can_end(uint8_t state) { return state == 2 || state == 3 || state == 5 || state == 8; }
@@ -50,8 +64,52 @@ void narrow(const std::vector<std::string>& list, uint16_t& lo, uint16_t& hi, si
 
 }  // namespace
 
-JsonRecognizer::JsonRecognizer(const JsonGrammar& grammar) : grammar_(&grammar) {
-  if (grammar.prefix.empty()) phase_ = Phase::Value;
+JsonGrammar JsonGrammar::one_of(std::vector<Branch> branches, std::string suffix) {
+  std::sort(branches.begin(), branches.end(),
+            [](const Branch& a, const Branch& b) { return a.prefix < b.prefix; });
+  for (size_t i = 0; i < branches.size(); ++i) {
+    if (branches[i].prefix.empty()) throw Error("a grammar branch has an empty prefix");
+    if (i > 0 && branches[i].prefix.rfind(branches[i - 1].prefix, 0) == 0)
+      throw Error(fmt::format("grammar branch prefix '{}' is a prefix of '{}'",
+                              branches[i - 1].prefix, branches[i].prefix));
+  }
+  if (branches.size() > 0xFFFF) throw Error("too many grammar branches");
+  JsonGrammar g;
+  g.branches = std::move(branches);
+  g.suffix = std::move(suffix);
+  return g;
+}
+
+JsonRecognizer::JsonRecognizer(const JsonGrammar& grammar)
+    : grammar_(&grammar), branch_hi_(uint16_t(grammar.branches.size())) {
+  if (grammar.branches.empty()) {
+    schema_ = grammar.schema.get();
+    if (grammar.prefix.empty()) phase_ = Phase::Value;
+  }
+}
+
+bool JsonRecognizer::prefix_byte(uint8_t b) {
+  if (grammar_->branches.empty()) {
+    if (uint8_t(grammar_->prefix[pos_]) != b) return false;
+    if (++pos_ == grammar_->prefix.size()) phase_ = Phase::Value, pos_ = 0;
+    return true;
+  }
+  // Narrow the branches (sorted: the matching ones are contiguous); no prefix is a prefix of
+  // another, so a finished one is the only one left.
+  const auto& br = grammar_->branches;
+  uint16_t lo = branch_hi_, hi = branch_hi_;
+  for (uint16_t i = branch_lo_; i < branch_hi_; ++i) {
+    if (uint8_t(br[i].prefix[pos_]) != b) continue;
+    if (lo == branch_hi_) lo = i;
+    hi = uint16_t(i + 1);
+  }
+  if (lo == branch_hi_) return false;
+  branch_lo_ = lo, branch_hi_ = hi;
+  if (++pos_ == br[lo].prefix.size()) {
+    schema_ = br[lo].schema.get();
+    phase_ = Phase::Value, pos_ = 0;
+  }
+  return true;
 }
 
 bool JsonRecognizer::advance(std::string_view bytes) {
@@ -62,11 +120,8 @@ bool JsonRecognizer::advance(std::string_view bytes) {
 
 bool JsonRecognizer::advance(uint8_t b) {
   switch (phase_) {
-    case Phase::Prefix: {
-      if (uint8_t(grammar_->prefix[pos_]) != b) return false;
-      if (++pos_ == grammar_->prefix.size()) phase_ = Phase::Value, pos_ = 0;
-      return true;
-    }
+    case Phase::Prefix:
+      return prefix_byte(b);
     case Phase::Value:
       return value_byte(b);
     case Phase::Suffix: {
@@ -132,7 +187,7 @@ bool JsonRecognizer::start_value(const SchemaNode* node, uint8_t b) {
 }
 
 bool JsonRecognizer::value_byte(uint8_t b) {
-  if (depth_ == 0) return start_value(grammar_->schema->root(), b);
+  if (depth_ == 0) return start_value(schema_->root(), b);
   Frame& f = top();
   const SchemaNode* n = f.node;
   const auto space = [&] {
@@ -161,8 +216,7 @@ bool JsonRecognizer::value_byte(uint8_t b) {
         return advance(b);  // the byte after the number belongs to what follows
       }
       // Never enter a state that cannot end at the bound (no dead end).
-      if (f.len + 1 > bound || (f.len + 1 == bound && !number_can_end(uint8_t(next))))
-        return false;
+      if (f.len + 1 > bound || (f.len + 1 == bound && !number_can_end(uint8_t(next)))) return false;
       f.sub = uint8_t(next), ++f.len;
       return true;
     }
@@ -210,8 +264,7 @@ bool JsonRecognizer::value_byte(uint8_t b) {
     case Kind::ObjValue: {
       if (is_space(b)) return space();
       f.kind = Kind::ObjNext, f.ws = 0;
-      return start_value(f.prop >= 0 ? n->properties[size_t(f.prop)] : grammar_->schema->any(),
-                         b);
+      return start_value(f.prop >= 0 ? n->properties[size_t(f.prop)] : schema_->any(), b);
     }
     case Kind::ObjNext:
       if (is_space(b)) return space();
@@ -280,15 +333,24 @@ bool JsonRecognizer::string_byte(Frame& f, uint8_t b) {
         return true;
       }
       uint8_t left = 0, lo = 0x80, hi = 0xBF;
-      if (b < 0x80) left = 0;
-      else if (b >= 0xC2 && b <= 0xDF) left = 1;
-      else if (b == 0xE0) left = 2, lo = 0xA0;
-      else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) left = 2;
-      else if (b == 0xED) left = 2, hi = 0x9F;  // no surrogates
-      else if (b == 0xF0) left = 3, lo = 0x90;
-      else if (b >= 0xF1 && b <= 0xF3) left = 3;
-      else if (b == 0xF4) left = 3, hi = 0x8F;  // up to U+10FFFF
-      else return false;
+      if (b < 0x80)
+        left = 0;
+      else if (b >= 0xC2 && b <= 0xDF)
+        left = 1;
+      else if (b == 0xE0)
+        left = 2, lo = 0xA0;
+      else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF)
+        left = 2;
+      else if (b == 0xED)
+        left = 2, hi = 0x9F;  // no surrogates
+      else if (b == 0xF0)
+        left = 3, lo = 0x90;
+      else if (b >= 0xF1 && b <= 0xF3)
+        left = 3;
+      else if (b == 0xF4)
+        left = 3, hi = 0x8F;  // up to U+10FFFF
+      else
+        return false;
       if (!name_byte()) return false;
       f.utf8_left = left, f.utf8_lo = lo, f.utf8_hi = hi, ++f.len;
       return true;

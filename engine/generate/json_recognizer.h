@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/generate/json_schema.h"
 
@@ -42,6 +43,17 @@ struct JsonGrammar {
   std::string prefix;
   std::shared_ptr<const JsonSchema> schema;
   std::string suffix;
+  // Or one of several (prefix, schema) pairs: the text starts with one of these prefixes and the
+  // value follows that branch's schema (e.g. a tool call whose name selects its arguments'
+  // schema). Sorted by prefix, none a prefix of another (one_of() checks); when not empty,
+  // `prefix` and `schema` above are unused.
+  struct Branch {
+    std::string prefix;
+    std::shared_ptr<const JsonSchema> schema;
+  };
+  std::vector<Branch> branches = {};
+  // A grammar of branches; throws lmx::Error when a prefix is empty or a prefix of another.
+  static JsonGrammar one_of(std::vector<Branch> branches, std::string suffix);
 };
 
 class JsonRecognizer {
@@ -61,24 +73,35 @@ class JsonRecognizer {
  private:
   enum class Phase : uint8_t { Prefix, Value, Suffix, Done };
   enum class Kind : uint8_t {
-    ObjOpen, ObjColon, ObjValue, ObjNext, ObjComma,  // object: after {, key, :, value, ','
-    ArrOpen, ArrNext, ArrComma,                        // array: after [, value, ','
-    String, Key, Number, Literal, Keyword,
+    ObjOpen,
+    ObjColon,
+    ObjValue,
+    ObjNext,
+    ObjComma,  // object: after {, key, :, value, ','
+    ArrOpen,
+    ArrNext,
+    ArrComma,  // array: after [, value, ','
+    String,
+    Key,
+    Number,
+    Literal,
+    Keyword,
   };
   struct Frame {
     const SchemaNode* node;
-    uint64_t seen;      // objects: properties seen (bits by index into node->names)
-    uint16_t len;       // strings, keys, numbers, literals: bytes so far
-    uint16_t lo, hi;    // keys, literals: candidates [lo, hi) matching so far
-    uint16_t code;      // strings: the \u escape's value so far
-    int16_t prop;       // objects: the property whose value comes next (-1: an additional one)
+    uint64_t seen;    // objects: properties seen (bits by index into node->names)
+    uint16_t len;     // strings, keys, numbers, literals: bytes so far
+    uint16_t lo, hi;  // keys, literals: candidates [lo, hi) matching so far
+    uint16_t code;    // strings: the \u escape's value so far
+    int16_t prop;     // objects: the property whose value comes next (-1: an additional one)
     Kind kind;
-    uint8_t sub;        // strings: escape state; numbers: grammar state; keywords: which
-    uint8_t ws;         // containers: whitespace bytes in a row
-    uint8_t utf8_left;  // strings: continuation bytes still expected
+    uint8_t sub;               // strings: escape state; numbers: grammar state; keywords: which
+    uint8_t ws;                // containers: whitespace bytes in a row
+    uint8_t utf8_left;         // strings: continuation bytes still expected
     uint8_t utf8_lo, utf8_hi;  // strings: the next continuation byte's range
   };
 
+  bool prefix_byte(uint8_t b);
   bool value_byte(uint8_t b);
   bool start_value(const SchemaNode* node, uint8_t b);
   bool string_byte(Frame& f, uint8_t b);
@@ -89,8 +112,10 @@ class JsonRecognizer {
   Frame& top() { return stack_[size_t(depth_ - 1)]; }
 
   const JsonGrammar* grammar_;
+  const JsonSchema* schema_ = nullptr;  // the value's (the branch's, once it is known)
   Phase phase_ = Phase::Prefix;
-  uint32_t pos_ = 0;  // bytes of the prefix or suffix matched
+  uint32_t pos_ = 0;                        // bytes of the prefix or suffix matched
+  uint16_t branch_lo_ = 0, branch_hi_ = 0;  // branches whose prefix matches so far
   int depth_ = 0;
   std::array<Frame, kMaxJsonDepth> stack_{};
 };

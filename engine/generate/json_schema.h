@@ -54,7 +54,7 @@ struct SchemaNode {
   std::vector<std::string> names;
   std::vector<const SchemaNode*> properties;
   uint64_t required = 0;
-  bool additional = true;  // keys outside `names` allowed (with any value)
+  bool additional = true;             // keys outside `names` allowed (with any value)
   const SchemaNode* items = nullptr;  // arrays: the elements' schema (never null once compiled)
 };
 

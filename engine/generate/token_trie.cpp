@@ -55,7 +55,7 @@ const std::string* TokenTrie::bytes(int32_t id) const {
 void TokenTrie::allowed(const JsonRecognizer& state, std::span<uint8_t> mask) const {
   std::fill(mask.begin(), mask.end(), uint8_t(0));
   std::vector<JsonRecognizer> states(max_depth_ + 1, state);  // states[d]: after d bytes
-  const size_t n = nodes_.size() - 1;  // without the sentinel
+  const size_t n = nodes_.size() - 1;                         // without the sentinel
   for (size_t i = 0; i < n;) {
     const Node& node = nodes_[i];
     JsonRecognizer& s = states[node.depth];

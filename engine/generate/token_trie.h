@@ -39,8 +39,8 @@ class TokenTrie {
  private:
   struct Node {
     uint8_t byte;
-    uint16_t depth;     // 1 for a first byte
-    uint32_t end;       // one past the last node of this subtree
+    uint16_t depth;      // 1 for a first byte
+    uint32_t end;        // one past the last node of this subtree
     uint32_t ids_begin;  // ids_[ids_begin, next node's ids_begin): tokens ending here
   };
   std::vector<std::optional<std::string>> token_bytes_;

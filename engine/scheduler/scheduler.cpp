@@ -225,12 +225,12 @@ std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_lo
     if (p.constraint) {
       mask.resize(V);
       p.constraint->allowed(mask);
-      const auto drawn = constrained_draw(row, mask, p.sampling.row(s.seed, uint64_t(s.generated)),
-                                          s.tokens);
+      const auto drawn =
+          constrained_draw(row, mask, p.sampling.row(s.seed, uint64_t(s.generated)), s.tokens);
       if (!drawn || !p.constraint->accept(drawn->id)) {
         out.finished = true, out.reason = FinishReason::Error;
-        out.error = fmt::format("the output constraint (tool_choice) allows no token at generated "
-                                "token {}", s.generated + 1);
+        out.error = fmt::format("the output constraint (tool_choice) allows no token at "
+                                "generated token {}", s.generated + 1);
         continue;
       }
       out.token = *drawn;

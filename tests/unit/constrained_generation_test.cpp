@@ -1,6 +1,7 @@
 // Constrained decoding through the engine (scheduler, host redraw, vocabulary trie) with the
-// real stories260K model (TinyStories-656K has no "{" token: it cannot write JSON at all): a model that never writes a tool call by itself writes exactly
-// one well-formed call, greedy and seeded, and the seeded one reproducibly.
+// real stories260K model (TinyStories-656K has no "{" token: it cannot write JSON at all): a model
+// that never writes a tool call by itself writes exactly one well-formed call, greedy and seeded,
+// and the seeded one reproducibly.
 #include <condition_variable>
 #include <mutex>
 
@@ -35,9 +36,9 @@ std::pair<std::string, FinishStatus> run(Engine& engine, EngineRequest request) 
 }
 
 TEST(ConstrainedGeneration, WritesOneToolCallThatSatisfiesTheSchema) {
-  auto engine = Engine::create(properties::load_serving_config(
-      kModel, properties::Environment::from_map({}, 0),
-      properties::EngineCapabilities::this_build()));
+  auto engine = Engine::create(
+      properties::load_serving_config(kModel, properties::Environment::from_map({}, 0),
+                                      properties::EngineCapabilities::this_build()));
   // Greedy gets a free string; the sampled draws, which would ramble inside one up to
   // max_new_tokens (the string bound is 4096 bytes), enums and integers only.
   json schema = json::parse(R"({"type": "object", "required": ["city", "days"],
@@ -75,8 +76,8 @@ TEST(ConstrainedGeneration, WritesOneToolCallThatSatisfiesTheSchema) {
     ASSERT_EQ(text.rfind(prefix, 0), 0u);
     ASSERT_GE(text.size(), prefix.size() + suffix.size());
     ASSERT_EQ(text.substr(text.size() - suffix.size()), suffix);
-    const json args = json::parse(text.substr(prefix.size(),
-                                              text.size() - prefix.size() - suffix.size()));
+    const json args =
+        json::parse(text.substr(prefix.size(), text.size() - prefix.size() - suffix.size()));
     ASSERT_TRUE(args.is_object());
     EXPECT_TRUE(args.at("city").is_string());
     EXPECT_TRUE(args.at("days").is_number_integer());

@@ -54,14 +54,14 @@ TEST(JsonRecognizer, RefusesMalformedJsonAtTheRightByte) {
   EXPECT_EQ(refused_at(g, "{\"a\" 1}"), 5u);   // a colon is missing
   EXPECT_EQ(refused_at(g, "{\"a\":1,}"), 7u);  // trailing comma
   EXPECT_EQ(refused_at(g, "[1,]"), 3u);
-  EXPECT_EQ(refused_at(g, "01"), 1u);          // leading zero
-  EXPECT_EQ(refused_at(g, "1."), 2u);          // accepted so far, not complete
+  EXPECT_EQ(refused_at(g, "01"), 1u);  // leading zero
+  EXPECT_EQ(refused_at(g, "1."), 2u);  // accepted so far, not complete
   EXPECT_FALSE(whole(g, "1."));
   EXPECT_EQ(refused_at(g, "-x"), 1u);
   EXPECT_EQ(refused_at(g, "tru!"), 3u);
   EXPECT_EQ(refused_at(g, "{'a': 1}"), 1u);
-  EXPECT_EQ(refused_at(g, "\"a\tb\""), 2u);    // a raw control character
-  EXPECT_EQ(refused_at(g, "\"\\x\""), 2u);     // an unknown escape
+  EXPECT_EQ(refused_at(g, "\"a\tb\""), 2u);  // a raw control character
+  EXPECT_EQ(refused_at(g, "\"\\x\""), 2u);   // an unknown escape
   EXPECT_EQ(refused_at(g, "\"\\u12g4\""), 5u);
   EXPECT_EQ(refused_at(g, "}"), 0u);
 }
@@ -69,13 +69,13 @@ TEST(JsonRecognizer, RefusesMalformedJsonAtTheRightByte) {
 TEST(JsonRecognizer, Utf8AndSurrogates) {
   const JsonGrammar g = grammar(json{{"type", "string"}});
   EXPECT_TRUE(whole(g, "\"h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80\""));
-  EXPECT_EQ(refused_at(g, "\"\xC0\xAF\""), 1u);      // overlong
-  EXPECT_EQ(refused_at(g, "\"\xED\xA0\x80\""), 2u);  // an encoded surrogate
+  EXPECT_EQ(refused_at(g, "\"\xC0\xAF\""), 1u);          // overlong
+  EXPECT_EQ(refused_at(g, "\"\xED\xA0\x80\""), 2u);      // an encoded surrogate
   EXPECT_EQ(refused_at(g, "\"\xF4\x90\x80\x80\""), 2u);  // past U+10FFFF
-  EXPECT_EQ(refused_at(g, "\"\xE2\x82\""), 3u);      // a character cut short
-  EXPECT_TRUE(whole(g, "\"\\ud83d\\ude00\""));       // a surrogate pair
-  EXPECT_EQ(refused_at(g, "\"\\ud83dx\""), 7u);      // a high one alone
-  EXPECT_EQ(refused_at(g, "\"\\ude00\""), 4u);       // a low one alone
+  EXPECT_EQ(refused_at(g, "\"\xE2\x82\""), 3u);          // a character cut short
+  EXPECT_TRUE(whole(g, "\"\\ud83d\\ude00\""));           // a surrogate pair
+  EXPECT_EQ(refused_at(g, "\"\\ud83dx\""), 7u);          // a high one alone
+  EXPECT_EQ(refused_at(g, "\"\\ude00\""), 4u);           // a low one alone
   EXPECT_EQ(refused_at(g, "\"\\ud83d\\u0041\""), 10u);
 }
 
@@ -116,15 +116,16 @@ TEST(JsonRecognizer, Enums) {
 
 TEST(JsonRecognizer, ObjectsRequiredAndAdditional) {
   const json schema = {{"type", "object"},
-                       {"properties", {{"city", {{"type", "string"}}},
-                                       {"days", {{"type", "integer"}}},
-                                       {"unit", {{"enum", {"c", "f"}}}}}},
+                       {"properties",
+                        {{"city", {{"type", "string"}}},
+                         {"days", {{"type", "integer"}}},
+                         {"unit", {{"enum", {"c", "f"}}}}}},
                        {"required", {"city", "days"}}};
   const JsonGrammar g = grammar(schema);
   EXPECT_TRUE(whole(g, R"({"city": "Paris", "days": 3})"));
   EXPECT_TRUE(whole(g, R"({"days":3,"unit":"c","city":"Paris"})"));
   EXPECT_TRUE(whole(g, R"({"city": "Paris", "days": 3, "extra": [true]})"));  // allowed
-  EXPECT_EQ(refused_at(g, R"({"city": "Paris"})"), 16u);  // "days" is required
+  EXPECT_EQ(refused_at(g, R"({"city": "Paris"})"), 16u);                      // "days" is required
   EXPECT_EQ(refused_at(g, R"({})"), 1u);
   EXPECT_EQ(refused_at(g, R"({"days": 3.5})"), 10u);
   EXPECT_EQ(refused_at(g, R"({"unit": "k")"), 10u);
@@ -175,6 +176,23 @@ TEST(JsonRecognizer, BoundedWhitespaceStringsAndNumbers) {
             size_t(kMaxJsonNumberBytes - 1));
 }
 
+TEST(JsonRecognizer, BranchesSelectTheSchemaByPrefix) {
+  const JsonGrammar g =
+      JsonGrammar::one_of({{"b:", JsonSchema::compile(json{{"type", "integer"}}, "b")},
+                           {"a:", JsonSchema::compile(json{{"type", "string"}}, "a")},
+                           {"ab:", JsonSchema::compile(json{{"type", "boolean"}}, "ab")}},
+                          ";");
+  EXPECT_TRUE(whole(g, "a:\"x\";"));
+  EXPECT_TRUE(whole(g, "b:12;"));
+  EXPECT_TRUE(whole(g, "ab:true;"));
+  EXPECT_EQ(refused_at(g, "a:1;"), 2u);
+  EXPECT_EQ(refused_at(g, "b:\"x\""), 2u);
+  EXPECT_EQ(refused_at(g, "c:"), 0u);
+  EXPECT_EQ(refused_at(g, "ac"), 1u);
+  EXPECT_THROW(JsonGrammar::one_of({{"a", nullptr}, {"ab", nullptr}}, ""), Error);
+  EXPECT_THROW(JsonGrammar::one_of({{"", nullptr}}, ""), Error);
+}
+
 TEST(JsonSchema, RefusesWhatItCannotHonour) {
   const auto error_of = [](const json& schema) -> std::string {
     try {
@@ -185,7 +203,8 @@ TEST(JsonSchema, RefusesWhatItCannotHonour) {
     }
     return "";
   };
-  EXPECT_NE(error_of(json{{"type", "decimal"}}).find("unknown type \"decimal\""), std::string::npos);
+  EXPECT_NE(error_of(json{{"type", "decimal"}}).find("unknown type \"decimal\""),
+            std::string::npos);
   EXPECT_NE(error_of(json{{"enum", json::array()}}).find("at least one"), std::string::npos);
   EXPECT_NE(error_of(json{{"properties", {{"a\"b", json::object()}}}}).find("quote"),
             std::string::npos);

@@ -26,8 +26,8 @@ TEST(TokenBytes, ByteLevelAndSentencePiece) {
     // Mid-sequence text: the concatenated bytes are the text (a leading space included; Llama
     // 2's normalizer prepends one more to the input).
     const std::string added = std::string(name) == "llama2" ? " " : "";
-    for (const char* text : {" hello world", " {\"name\": \"x\"}\n",
-                             " caf\xC3\xA9 \xE2\x82\xAC\xF0\x9F\x98\x80"})
+    for (const char* text :
+         {" hello world", " {\"name\": \"x\"}\n", " caf\xC3\xA9 \xE2\x82\xAC\xF0\x9F\x98\x80"})
       EXPECT_EQ(bytes_of(t, text), added + text) << name << ": " << text;
     EXPECT_FALSE(t.token_bytes(*t.eos_id()).has_value()) << name;
   }
@@ -42,7 +42,8 @@ TEST(TokenBytes, ByteLevelAndSentencePiece) {
 void expect_mask_matches(const TokenTrie& trie, const Tokenizer& t, const JsonRecognizer& state,
                          const std::string& where) {
   const size_t vocab = size_t(t.vocab_size());
-  std::vector<uint8_t> mask(vocab + 7, 2);  // padded beyond the tokenizer, as model vocabularies are
+  std::vector<uint8_t> mask(vocab + 7,
+                            2);  // padded beyond the tokenizer, as model vocabularies are
   trie.allowed(state, mask);
   size_t allowed = 0, mismatches = 0;
   for (size_t id = 0; id < mask.size(); ++id) {
@@ -67,8 +68,13 @@ TEST(TokenMask, MatchesTheRecognizerOnRealVocabularies) {
     JsonRecognizer r(g);
     // States: the start, inside the prefix, before a key, inside a string, inside the enum,
     // after the value, inside the suffix.
-    const char* steps[] = {"", "<tool", "_call>\n{\"name\": \"get_weather\", \"arguments\": {",
-                           "\"city\": \"Par", "is\", \"unit\": \"", "f\"}", "}\n</tool"};
+    const char* steps[] = {"",
+                           "<tool",
+                           "_call>\n{\"name\": \"get_weather\", \"arguments\": {",
+                           "\"city\": \"Par",
+                           "is\", \"unit\": \"",
+                           "f\"}",
+                           "}\n</tool"};
     for (const char* step : steps) {
       ASSERT_TRUE(r.advance(std::string_view(step))) << step;
       expect_mask_matches(trie, t, r, std::string(name) + " after '" + step + "'");
@@ -90,13 +96,17 @@ TEST(TokenMask, TimeOnA150kVocabulary) {
     constexpr int kRuns = 5;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < kRuns; ++i) trie.allowed(r, mask);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                start).count() / kRuns;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count() /
+        kRuns;
     size_t n = 0;
     for (uint8_t m : mask) n += m;
-    std::printf("qwen3 (%d ids, %zu trie nodes, built in %.0f ms): mask after '%s': %.1f ms, "
-                "%zu allowed\n", t.vocab_size(), trie.nodes(),
-                std::chrono::duration<double, std::milli>(t1 - t0).count(), prefix, ms, n);
+    std::printf(
+        "qwen3 (%d ids, %zu trie nodes, built in %.0f ms): mask after '%s': %.1f ms, "
+        "%zu allowed\n",
+        t.vocab_size(), trie.nodes(), std::chrono::duration<double, std::milli>(t1 - t0).count(),
+        prefix, ms, n);
   }
 }
 
