@@ -54,15 +54,15 @@ void check_tools(const ordered_json& tools) {
   }
 }
 
-// tool_choice: "none" -> the tools are neither rendered nor parsed; "auto" -> both. Forcing a
-// call ("required", a named function) needs constrained decoding, which LMX does not have.
-bool tools_wanted(const ordered_json& v) {
-  if (v.is_string()) {
-    if (v == "none") return false;
-    if (v == "auto") return true;
-    if (v == "required") bad("tool_choice", "\"required\" is not supported (no constrained decoding); use \"auto\"");
-  } else if (v.is_object()) {
-    bad("tool_choice", "forcing a named function is not supported (no constrained decoding); use \"auto\"");
+// tool_choice: "none" -> the tools are neither rendered nor parsed; "auto" -> both; "required" or
+// a named function -> both, and the plugin holds the output to one call by constrained decoding
+// (plugin/tool_choice.h, which also checks the name against the tools: a 400 there).
+bool tools_wanted(const ordered_json& v, ordered_json& plugin) {
+  if (v == "none") return false;
+  if (v == "auto") return true;
+  if (v == "required" || v.is_object()) {
+    plugin["tool_choice"] = v;
+    return true;
   }
   bad("tool_choice", "must be \"none\", \"auto\", \"required\" or an object");
 }
@@ -143,7 +143,7 @@ ChatRequest parse_chat_request(const std::string& body) {
       check_tools(v);
       tools = v;
     } else if (key == "tool_choice") {
-      tool_choice = tools_wanted(v);
+      tool_choice = tools_wanted(v, r.plugin);
     } else if (key == "chat_template_kwargs") {
       if (!v.is_object()) bad(key, "must be a JSON object");
       r.plugin[key] = v;

@@ -6,6 +6,7 @@
 #include "engine/chat/interpreter.h"
 #include "engine/core/log.h"
 #include "plugin/json_bounds.h"
+#include "plugin/tool_choice.h"
 
 namespace lmx::plugin {
 namespace {
@@ -13,27 +14,26 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-[[noreturn]] void bad(const std::string& field, const std::string& message) {
-  throw RequestError(field, fmt::format("{}: {}", field, message));
-}
-
 // Text parts of a content list joined by newlines, as OpenAI-compatible servers give them to
 // templates that expect strings; other part types need a multimodal model.
 ordered_json flatten_content(const ordered_json& content, const std::string& field) {
   if (content.is_string() || content.is_null()) return content;
-  if (!content.is_array()) bad(field, "must be a string, a list of content parts or null");
+  if (!content.is_array())
+    throw_field_error(field, "must be a string, a list of content parts or null");
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string part = fmt::format("{}[{}]", field, i);
     const ordered_json& p = content[i];
-    if (!p.is_object()) bad(part, "must be an object {\"type\": \"text\", \"text\": ...}");
+    if (!p.is_object())
+      throw_field_error(part, "must be an object {\"type\": \"text\", \"text\": ...}");
     auto type = p.find("type");
     if (type == p.end() || *type != "text") {
-      bad(part + ".type", fmt::format("only \"text\" parts are supported, got {}",
-                                      type == p.end() ? "none" : json_bounds::quote(json(*type))));
+      throw_field_error(part + ".type",
+                        fmt::format("only \"text\" parts are supported, got {}",
+                                    type == p.end() ? "none" : json_bounds::quote(json(*type))));
     }
     auto t = p.find("text");
-    if (t == p.end() || !t->is_string()) bad(part + ".text", "must be a string");
+    if (t == p.end() || !t->is_string()) throw_field_error(part + ".text", "must be a string");
     if (i > 0) text += "\n";
     text += t->get<std::string>();
   }
@@ -41,14 +41,16 @@ ordered_json flatten_content(const ordered_json& content, const std::string& fie
 }
 
 ordered_json checked_messages(const ordered_json& messages) {
-  if (!messages.is_array() || messages.empty()) bad("messages", "must be a non-empty list");
+  if (!messages.is_array() || messages.empty())
+    throw_field_error("messages", "must be a non-empty list");
   ordered_json out = ordered_json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string field = fmt::format("messages[{}]", i);
     ordered_json m = messages[i];
-    if (!m.is_object()) bad(field, "must be an object with \"role\" and \"content\"");
+    if (!m.is_object()) throw_field_error(field, "must be an object with \"role\" and \"content\"");
     auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) bad(field + ".role", "must be a string");
+    if (role == m.end() || !role->is_string())
+      throw_field_error(field + ".role", "must be a string");
     if (auto c = m.find("content"); c != m.end()) *c = flatten_content(*c, field + ".content");
     out.push_back(std::move(m));
   }
@@ -101,35 +103,43 @@ std::shared_ptr<const ChatSetup> load_chat_setup(const std::string& model_dir,
 LmiRequest parse_request(const ChatSetup& chat, const std::string& body) {
   // Key order matters to a template (tojson of a tool's schema prints it): keep the client's.
   if (json_bounds::nesting_depth(body) > json_bounds::kMaxDepth)
-    bad("body", json_bounds::too_deep_message());
+    throw_field_error("body", json_bounds::too_deep_message());
   ordered_json j = ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) bad("body", "is not valid JSON");
+  if (j.is_discarded()) throw_field_error("body", "is not valid JSON");
   if (!j.is_object() || !j.contains("messages")) return parse_lmi_request(body);
 
   chat::ChatOptions options;
   options.add_generation_prompt = true;
   options.special_tokens = chat.special_tokens;
   json lmi = json::object();
+  ordered_json tool_choice;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     const ordered_json& v = it.value();
     if (key == "messages") continue;
     if (key == "tools" || key == "documents") {
-      if (!v.is_null() && !v.is_array()) bad(key, "must be a list");
+      if (!v.is_null() && !v.is_array()) throw_field_error(key, "must be a list");
       (key == "tools" ? options.tools : options.documents) = v;
     } else if (key == "chat_template_kwargs") {
-      if (!v.is_null() && !v.is_object()) bad(key, "must be a JSON object");
+      if (!v.is_null() && !v.is_object()) throw_field_error(key, "must be a JSON object");
       if (v.is_object()) options.variables = v;
+    } else if (key == "tool_choice") {
+      tool_choice = v;
     } else if (key == "parameters" || key == "stream") {
       lmi[key] = json::parse(v.dump());
     } else {
-      bad(json_bounds::clip(key),
-          "unknown request field; allowed with messages: messages, tools, documents, "
-          "chat_template_kwargs, parameters, stream");
+      throw_field_error(
+          json_bounds::clip(key),
+          "unknown request field; allowed with messages: messages, tools, tool_choice, "
+          "documents, chat_template_kwargs, parameters, stream");
     }
   }
   const ordered_json messages = checked_messages(j["messages"]);
-  if (!chat.load_error.empty()) bad("messages", chat.load_error);
+  if (!chat.load_error.empty()) throw_field_error("messages", chat.load_error);
+  // "none": the tools are not shown to the template either (as the server does).
+  if (tool_choice == "none") options.tools = nullptr;
+  std::shared_ptr<const JsonGrammar> forced =
+      tool_choice_grammar(chat.tool_call_parser, options.tools, tool_choice);
   const bool has_tools = options.tools.is_array() && !options.tools.empty();
   std::string name = has_tools && (chat.templates.count("tool_use") ||
                                    chat.template_errors.count("tool_use"))
@@ -138,9 +148,11 @@ LmiRequest parse_request(const ChatSetup& chat, const std::string& body) {
   auto t = chat.templates.find(name);
   if (t == chat.templates.end()) {
     auto e = chat.template_errors.find(name);
-    bad("messages", e != chat.template_errors.end()
-                        ? fmt::format("the model's chat template does not compile: {}", e->second)
-                        : fmt::format("the model has no '{}' chat template ({})", name, chat.source));
+    throw_field_error(
+        "messages",
+        e != chat.template_errors.end()
+            ? fmt::format("the model's chat template does not compile: {}", e->second)
+            : fmt::format("the model has no '{}' chat template ({})", name, chat.source));
   }
   std::string prompt;
   try {
@@ -152,10 +164,11 @@ LmiRequest parse_request(const ChatSetup& chat, const std::string& body) {
   } catch (const Error& e) {
     throw RequestError("messages", fmt::format("chat template error: {}", e.what()));
   }
-  if (prompt.empty()) bad("messages", "the chat template rendered an empty prompt");
+  if (prompt.empty()) throw_field_error("messages", "the chat template rendered an empty prompt");
   lmi["inputs"] = std::move(prompt);
   LmiRequest r = parse_lmi_request(lmi);
   r.add_special_tokens = false;
+  r.params.constraint = std::move(forced);
   // No max_new_tokens: as many as max_tokens leaves (OpenAI's default), not LMI's 30.
   const json* p = lmi.contains("parameters") ? &lmi["parameters"] : nullptr;
   if (p == nullptr || !p->is_object() || !p->contains("max_new_tokens") ||

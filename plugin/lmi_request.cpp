@@ -13,10 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& field, const std::string& message) {
-  throw RequestError(field, fmt::format("{}: {}", field, message));
-}
-
 int get_int(const json& v, const std::string& field, long long lo, long long hi) {
   if (!v.is_number_integer() && !v.is_number_unsigned()) {
     // Accept 5.0 (some clients send floats), reject 5.5.
@@ -24,35 +20,38 @@ int get_int(const json& v, const std::string& field, long long lo, long long hi)
         std::isfinite(v.get<double>())) {
       double d = v.get<double>();
       if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
-        bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, d));
+        throw_field_error(field, fmt::format("must be between {} and {}, got {}", lo, hi, d));
       }
       return static_cast<int>(d);
     }
-    bad(field, fmt::format("must be an integer, got {}", json_bounds::quote(v)));
+    throw_field_error(field, fmt::format("must be an integer, got {}", json_bounds::quote(v)));
   }
   if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(hi)) {
-    bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, json_bounds::quote(v)));
+    throw_field_error(
+        field, fmt::format("must be between {} and {}, got {}", lo, hi, json_bounds::quote(v)));
   }
   long long x = v.get<long long>();
-  if (x < lo || x > hi) bad(field, fmt::format("must be between {} and {}, got {}", lo, hi, x));
+  if (x < lo || x > hi)
+    throw_field_error(field, fmt::format("must be between {} and {}, got {}", lo, hi, x));
   return static_cast<int>(x);
 }
 
 float get_float(const json& v, const std::string& field) {
-  if (!v.is_number()) bad(field, fmt::format("must be a number, got {}", json_bounds::quote(v)));
+  if (!v.is_number())
+    throw_field_error(field, fmt::format("must be a number, got {}", json_bounds::quote(v)));
   double d = v.get<double>();
-  if (!std::isfinite(d)) bad(field, "must be finite");
+  if (!std::isfinite(d)) throw_field_error(field, "must be finite");
   return static_cast<float>(d);
 }
 
 bool get_bool(const json& v, const std::string& field) {
   if (!v.is_boolean())
-    bad(field, fmt::format("must be true or false, got {}", json_bounds::quote(v)));
+    throw_field_error(field, fmt::format("must be true or false, got {}", json_bounds::quote(v)));
   return v.get<bool>();
 }
 
 void parse_parameters(const json& p, LmiRequest& r) {
-  if (!p.is_object()) bad("parameters", "must be a JSON object");
+  if (!p.is_object()) throw_field_error("parameters", "must be a JSON object");
   auto& s = r.params.sampling;
   bool temperature_set = false;
   for (const auto& [key, v] : p.items()) {
@@ -62,12 +61,13 @@ void parse_parameters(const json& p, LmiRequest& r) {
       r.params.max_new_tokens = get_int(v, field, 1, std::numeric_limits<int>::max());
     } else if (key == "temperature") {
       s.temperature = get_float(v, field);
-      if (s.temperature < 0) bad(field, fmt::format("must be >= 0, got {}", json_bounds::quote(v)));
+      if (s.temperature < 0)
+        throw_field_error(field, fmt::format("must be >= 0, got {}", json_bounds::quote(v)));
       temperature_set = true;
     } else if (key == "top_p") {
       s.top_p = get_float(v, field);
       if (!(s.top_p > 0 && s.top_p <= 1))
-        bad(field, fmt::format("must be in (0, 1], got {}", json_bounds::quote(v)));
+        throw_field_error(field, fmt::format("must be in (0, 1], got {}", json_bounds::quote(v)));
     } else if (key == "top_k") {
       s.top_k = get_int(v, field, 0, std::numeric_limits<int>::max());
     } else if (key == "do_sample") {
@@ -75,19 +75,19 @@ void parse_parameters(const json& p, LmiRequest& r) {
     } else if (key == "repetition_penalty") {
       s.repetition_penalty = get_float(v, field);
       if (!(s.repetition_penalty > 0))
-        bad(field, fmt::format("must be > 0, got {}", json_bounds::quote(v)));
+        throw_field_error(field, fmt::format("must be > 0, got {}", json_bounds::quote(v)));
     } else if (key == "stop_sequences" || key == "stop") {
       if (v.is_string()) {
         r.params.stop_sequences.push_back(v.get<std::string>());
       } else if (v.is_array()) {
         for (size_t i = 0; i < v.size(); ++i) {
           if (!v[i].is_string() || v[i].get<std::string>().empty()) {
-            bad(fmt::format("{}[{}]", field, i), "must be a non-empty string");
+            throw_field_error(fmt::format("{}[{}]", field, i), "must be a non-empty string");
           }
           r.params.stop_sequences.push_back(v[i].get<std::string>());
         }
       } else {
-        bad(field, "must be a string or a list of strings");
+        throw_field_error(field, "must be a string or a list of strings");
       }
     } else if (key == "seed") {
       if (v.is_number_unsigned()) {
@@ -109,12 +109,12 @@ void parse_parameters(const json& p, LmiRequest& r) {
       bool neutral = (key == "decoder_input_details" || key == "watermark")
                          ? (v.is_boolean() && !v.get<bool>())
                          : (key == "best_of" ? v == 1 : false);
-      if (!neutral) bad(field, "is not supported by LMX");
+      if (!neutral) throw_field_error(field, "is not supported by LMX");
     } else {
-      bad(field,
-          "unknown parameter; allowed: max_new_tokens, temperature, top_p, top_k, "
-          "do_sample, repetition_penalty, stop_sequences, seed, details, "
-          "return_full_text, ignore_eos, top_n_tokens");
+      throw_field_error(field,
+                        "unknown parameter; allowed: max_new_tokens, temperature, top_p, top_k, "
+                        "do_sample, repetition_penalty, stop_sequences, seed, details, "
+                        "return_full_text, ignore_eos, top_n_tokens");
     }
   }
   // temperature 0 means greedy (as in vLLM/TGI); any sampling knob without do_sample is ignored
@@ -131,9 +131,9 @@ LmiRequest parse_lmi_request(const std::string& body) {
   json j;
   switch (json_bounds::parse(body, j)) {
     case json_bounds::ParseStatus::TooDeep:
-      bad("body", json_bounds::too_deep_message());
+      throw_field_error("body", json_bounds::too_deep_message());
     case json_bounds::ParseStatus::Malformed:
-      bad("body", "is not valid JSON");
+      throw_field_error("body", "is not valid JSON");
     case json_bounds::ParseStatus::Ok:
       break;
   }
@@ -141,28 +141,30 @@ LmiRequest parse_lmi_request(const std::string& body) {
 }
 
 LmiRequest parse_lmi_request(const json& body) {
-  if (!body.is_object()) bad("body", "must be a JSON object with \"inputs\"");
+  if (!body.is_object()) throw_field_error("body", "must be a JSON object with \"inputs\"");
   LmiRequest r;
   auto in = body.find("inputs");
   if (in == body.end()) {
     in = body.find("prompt");  // some clients send "prompt"
-    if (in == body.end()) bad("inputs", "is required");
+    if (in == body.end()) throw_field_error("inputs", "is required");
   }
   if (in->is_string()) {
     r.inputs.push_back(in->get<std::string>());
   } else if (in->is_array()) {
-    if (in->empty()) bad("inputs", "must not be an empty list");
+    if (in->empty()) throw_field_error("inputs", "must not be an empty list");
     r.batched = true;
     for (size_t i = 0; i < in->size(); ++i) {
-      if (!(*in)[i].is_string()) bad(fmt::format("inputs[{}]", i), "must be a string");
+      if (!(*in)[i].is_string())
+        throw_field_error(fmt::format("inputs[{}]", i), "must be a string");
       r.inputs.push_back((*in)[i].get<std::string>());
     }
   } else {
-    bad("inputs", "must be a string or a list of strings");
+    throw_field_error("inputs", "must be a string or a list of strings");
   }
   for (size_t i = 0; i < r.inputs.size(); ++i) {
     if (r.inputs[i].empty()) {
-      bad(r.batched ? fmt::format("inputs[{}]", i) : std::string("inputs"), "must not be empty");
+      throw_field_error(r.batched ? fmt::format("inputs[{}]", i) : std::string("inputs"),
+                        "must not be empty");
     }
   }
   if (auto p = body.find("parameters"); p != body.end() && !p->is_null()) parse_parameters(*p, r);
@@ -171,7 +173,8 @@ LmiRequest parse_lmi_request(const json& body) {
   }
   for (const auto& [key, v] : body.items()) {
     if (key != "inputs" && key != "prompt" && key != "parameters" && key != "stream") {
-      bad(json_bounds::clip(key), "unknown request field; allowed: inputs, parameters, stream");
+      throw_field_error(json_bounds::clip(key),
+                        "unknown request field; allowed: inputs, parameters, stream");
     }
   }
   return r;

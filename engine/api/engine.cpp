@@ -207,6 +207,8 @@ class EngineImpl final : public Engine {
       throw RequestError("parameters.top_n_tokens",
                          fmt::format("must be from 0 to {}, got {}", kMaxTopLogprobs, p.top_logprobs));
     sr.params.top_logprobs = p.top_logprobs;
+    if (p.constraint)
+      sr.params.constraint = std::make_shared<JsonTokenConstraint>(p.constraint, vocab_trie());
     scheduler_.validate(sr);  // immutable checks only: safe from any thread
 
     std::lock_guard lock(mutex_);
@@ -266,6 +268,18 @@ class EngineImpl final : public Engine {
 
   const Tokenizer& tokenizer() const override { return tokenizer_; }
   const properties::ServingConfig& config() const override { return config_; }
+
+  // The vocabulary trie of constrained decoding, built by the first request that needs it.
+  std::shared_ptr<const TokenTrie> vocab_trie() {
+    std::call_once(vocab_trie_once_, [this] {
+      const auto start = Clock::now();
+      vocab_trie_ = std::make_shared<const TokenTrie>(TokenTrie::of(tokenizer_));
+      lmx::logger().info("constrained decoding: vocabulary trie of {} nodes built in {:.0f} ms",
+                         vocab_trie_->nodes(),
+                         std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    });
+    return vocab_trie_;
+  }
 
   void shutdown() override {
     {
@@ -599,6 +613,8 @@ class EngineImpl final : public Engine {
   Tokenizer tokenizer_;
   std::unique_ptr<Backend> backend_;
   std::string kv_cache_dtype_;  // stats(): fp8_e4m3 or the compute dtype
+  std::once_flag vocab_trie_once_;
+  std::shared_ptr<const TokenTrie> vocab_trie_;
   Scheduler scheduler_;  // worker thread only (validate() is immutable and used by callers)
   std::unordered_map<uint64_t, ActiveRequest> active_;  // worker thread only
   std::thread worker_;

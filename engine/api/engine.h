@@ -24,6 +24,7 @@
 
 #include "engine/core/error.h"
 #include "engine/generate/finish_reason.h"
+#include "engine/generate/json_recognizer.h"
 #include "engine/generate/sampling.h"
 
 namespace lmx {
@@ -53,6 +54,11 @@ struct RequestParams {
   std::vector<std::string> stop_sequences;  // text; the stop text itself is not returned
   bool ignore_eos = false;
   int top_logprobs = 0;  // each token also comes with its draw's k most likely tokens (0..20)
+  // Constrained decoding (tool_choice "required" / a named function): the generated text is
+  // exactly this grammar's (prefix, one JSON value per its schema, suffix), and the request
+  // finishes with StopSequence once it is whole (or Length first). The engine builds its
+  // vocabulary trie on the first such request (engine/generate/token_trie.h).
+  std::shared_ptr<const JsonGrammar> constraint;
 };
 
 struct EngineRequest {

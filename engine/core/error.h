@@ -26,6 +26,11 @@ class RequestError : public Error {
   std::string field_;
 };
 
+// A RequestError whose message starts with the field: "tools[0].function.name: must be ...".
+[[noreturn]] inline void throw_field_error(const std::string& field, const std::string& message) {
+  throw RequestError(field, fmt::format("{}: {}", field, message));
+}
+
 // throw_error("tensor {} has shape {}, expected {}", name, a, b)
 template <typename... Args>
 [[noreturn]] void throw_error(fmt::format_string<Args...> format, Args&&... args) {

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/generate/sampling.h"
+#include "engine/generate/token_constraint.h"
 
 namespace lmx {
 
@@ -18,6 +20,10 @@ struct GenerationParams {
   // token i + 1 (decode-step parity with transformers).
   int return_step_logits = 0;
   int top_logprobs = 0;  // each draw also returns its k most likely tokens (0..kMaxTopLogprobs)
+  // Constrained decoding: each draw is among the tokens it allows, and the sequence finishes
+  // (StopSequence) once it is complete. Per sequence and mutable: never share one between
+  // requests.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 }  // namespace lmx

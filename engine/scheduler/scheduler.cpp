@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "engine/generate/constrained_draw.h"
 #include "engine/generate/top_logprobs.h"
 
 namespace lmx {
@@ -27,8 +28,11 @@ struct Scheduler::Sequence {
     const GenerationParams& p = request.params;
     return generated == 0 ? p.return_prompt_logits : generated <= p.return_step_logits;
   }
-  // Whether the next draw needs its logits row on the host (returned, or its alternatives).
-  bool wants_logits() const { return returns_logits() || request.params.top_logprobs > 0; }
+  // Whether the next draw needs its logits row on the host (returned, its alternatives, or a
+  // constraint's redraw).
+  bool wants_logits() const {
+    return returns_logits() || request.params.top_logprobs > 0 || request.params.constraint;
+  }
 };
 
 Scheduler::Scheduler(Backend& backend, SchedulerLimits limits)
@@ -195,6 +199,7 @@ std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_lo
   const size_t V = size_t(desc.vocab_size);
   std::vector<TokenOutput> outputs(with_logits.size());
   size_t returned = 0;  // logits holds the rows of the sequences that wanted them, in order
+  std::vector<uint8_t> mask;  // constrained sequences' allowed tokens
   for (size_t i = 0; i < with_logits.size(); ++i) {
     Sequence& s = *with_logits[i];
     const GenerationParams& p = s.request.params;
@@ -215,8 +220,27 @@ std::vector<TokenOutput> Scheduler::finish(const std::vector<Sequence*>& with_lo
                               s.generated + 1);
       continue;
     }
+    // A constrained sequence draws again on the host, among the tokens its constraint allows,
+    // with the same parameters, seed and step.
+    if (p.constraint) {
+      mask.resize(V);
+      p.constraint->allowed(mask);
+      const auto drawn =
+          constrained_draw(row, mask, p.sampling.row(s.seed, uint64_t(s.generated)), s.tokens);
+      if (!drawn || !p.constraint->accept(drawn->id)) {
+        out.finished = true, out.reason = FinishReason::Error;
+        out.error = fmt::format("the output constraint (tool_choice) allows no token at "
+                                "generated token {}", s.generated + 1);
+        continue;
+      }
+      out.token = *drawn;
+    }
     s.tokens.push_back(out.token.id);
     ++s.generated;
+    if (p.constraint && p.constraint->complete()) {  // the constrained text is whole: stop there
+      out.finished = true, out.reason = FinishReason::StopSequence;
+      continue;
+    }
     const auto in = [&](const auto& list) {
       return std::find(list.begin(), list.end(), out.token.id) != list.end();
     };

@@ -5,6 +5,7 @@
 // judges a run's UTF-8 as a whole: <0x48> alone decodes to "H", but <0x48><0xE7> to two U+FFFD,
 // so emitting "H" early broke concat(push) == decode(all) (found by the tokenizer_text fuzzer).
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer_impl.h"
 
 namespace lmx {
 namespace {
@@ -14,10 +15,7 @@ bool ends_with_replacement(const std::string& s) {
 }
 
 // "<0xNN>": a byte-fallback token of SentencePiece-style vocabularies.
-bool is_byte_token(const std::string& t) {
-  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
-  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && hex(t[3]) && hex(t[4]) && t[5] == '>';
-}
+bool is_byte_token(const std::string& t) { return tok::byte_fallback_value(t) >= 0; }
 
 }  // namespace
 

@@ -35,6 +35,11 @@ class Tokenizer {
   std::optional<int32_t> eos_id() const;
   std::optional<int32_t> pad_id() const;
   bool is_special(int32_t id) const;
+  // The bytes a token adds to the decoded text in the middle of a sequence (not its first
+  // token, whose leading space a SentencePiece decoder drops): the byte-level alphabet mapped
+  // back, "<0xNN>" byte-fallback tokens as their byte, "\u2581" as a space, an added token as its
+  // content. nullopt for special tokens and ids without a token (engine/tokenizer/token_bytes.cpp).
+  std::optional<std::string> token_bytes(int32_t id) const;
   const std::string& chat_template() const;  // "" when the model has none
 
   struct Impl;

@@ -38,6 +38,11 @@ struct Tokenizer::Impl {
   const std::string* id_to_token(int32_t id) const;
 };
 
+namespace tok {
+// The byte of a "<0xNN>" byte-fallback token; -1 for any other token.
+int byte_fallback_value(const std::string& token);
+}  // namespace tok
+
 // Builds the state from parsed tokenizer.json and tokenizer_config.json (null when absent).
 std::shared_ptr<const Tokenizer::Impl> build_tokenizer(const nlohmann::json& tokenizer,
                                                        const nlohmann::json& config);

@@ -82,6 +82,14 @@ TEST(ChatSchema, ToolsKeepTheirKeyOrderAndToolChoiceNoneDropsThem) {
   EXPECT_FALSE(r.plugin.contains("tools"));
   r = parse_chat_request("{" + kMsgs + ", " + tools + R"(, "tool_choice": "auto"})");
   EXPECT_TRUE(r.tools);
+  EXPECT_FALSE(r.plugin.contains("tool_choice"));
+  // Forcing a call: the plugin gets tool_choice (it builds the constraint and checks the name).
+  for (const char* choice :
+       {R"("required")", R"({"type": "function", "function": {"name": "f"}})"}) {
+    r = parse_chat_request("{" + kMsgs + ", " + tools + R"(, "tool_choice": )" + choice + "}");
+    EXPECT_TRUE(r.tools);
+    EXPECT_EQ(r.plugin["tool_choice"], nlohmann::ordered_json::parse(choice));
+  }
 }
 
 TEST(ChatSchema, WrongTypesNameTheField) {
@@ -113,9 +121,10 @@ TEST(ChatSchema, WrongTypesNameTheField) {
            {R"("response_format": {"type": "json_object"})", "response_format"},
            {R"("tools": {})", "tools"},
            {R"("tools": [{"type": "function"}])", "tools[0].function"},
-           {R"("tools": [{"type": "function", "function": {"name": ""}}])", "tools[0].function.name"},
-           {R"("tool_choice": "required")", "tool_choice"},
-           {R"("tool_choice": {"type": "function", "function": {"name": "f"}})", "tool_choice"},
+           {R"("tools": [{"type": "function", "function": {"name": ""}}])",
+            "tools[0].function.name"},
+           {R"("tool_choice": "any")", "tool_choice"},
+           {R"("tool_choice": 3)", "tool_choice"},
            {R"("chat_template_kwargs": [1])", "chat_template_kwargs"},
            {R"("parameters": 3)", "parameters"},
            {R"("model": 3)", "model"}}) {

@@ -4,6 +4,9 @@
 //         rendered, BOS not doubled, LMI messages, errors.
 //   fake: the fake engine echoes the rendered prompt (ECHO_PROMPT) or emits a Hermes tool call
 //         (EMIT_TOOL_CALL): exact prompt, tool_calls plain and streamed, malformed call = content.
+//   forced: stories260k (whose vocabulary has every byte) with the same template: tool_choice
+//         named and "required" make a model that never calls a tool write exactly one call per
+//         choice whose arguments satisfy the schema, greedy and seeded, streamed and not.
 import { createRequire } from "module";
 const require = createRequire(process.env.NODE_PATH.split(":")[0] + "/");
 const OpenAI = require("openai");
@@ -145,6 +148,49 @@ if (mode === "real") {
   await expect400({ ...base, messages: [{ role: "user", content: [{ type: "image_url" }] }] },
                   "messages[0].content[0].type", "text");
   await expect400({ ...base, presence_penalty: 0.5 }, "presence_penalty");
+} else if (mode === "forced") {
+  const weather = { type: "function", function: { name: "get_weather", parameters: {
+    type: "object", required: ["city", "days"], additionalProperties: false,
+    properties: { city: { enum: ["Paris", "Tokyo"] }, days: { type: "integer" } } } } };
+  const time = { type: "function", function: { name: "get_time", parameters: {
+    type: "object", properties: { zone: { enum: ["UTC", "CET"] } }, additionalProperties: false } } };
+  const valid = (call) => {
+    const args = JSON.parse(call.arguments);
+    if (call.name === "get_weather")
+      return ["Paris", "Tokyo"].includes(args.city) && Number.isInteger(args.days) && Object.keys(args).length === 2;
+    return call.name === "get_time";
+  };
+  // No max_tokens: the room the 512 positions leave after the prompt with the tools.
+  const forced = { model, messages: user("Once upon a time"), tools: [weather, time],
+    tool_choice: { type: "function", function: { name: "get_weather" } } };
+  const one = (choice, names) => {
+    const calls = choice.message?.tool_calls ?? choice.calls;
+    return calls?.length === 1 && names.includes(calls[0].function?.name ?? calls[0].name) &&
+      valid(calls[0].function ?? calls[0]) && (choice.finish_reason ?? choice.finish) === "tool_calls";
+  };
+  const g = await client.chat.completions.create({ ...forced, temperature: 0 });
+  check(one(g.choices[0], ["get_weather"]), "named, greedy: " + show(g.choices[0]));
+  // Seeded sampling, n = 2: one call each, and the same seed gives the same calls.
+  const sampled = { ...forced, temperature: 1, seed: 11, n: 2 };
+  const s1 = await client.chat.completions.create(sampled);
+  const s2 = await client.chat.completions.create(sampled);
+  for (const i of [0, 1]) check(one(s1.choices[i], ["get_weather"]), `named, seeded, choice ${i}: ` + show(s1.choices[i]));
+  check(show(s1.choices.map(c => c.message.tool_calls[0]?.function.arguments)) ===
+        show(s2.choices.map(c => c.message.tool_calls[0]?.function.arguments)), "seeded calls reproducible");
+  // "required", streamed: one of the tools, one tool-call delta per choice.
+  const r2 = await collect(await client.chat.completions.create(
+      { ...forced, tool_choice: "required", temperature: 1, seed: 5, n: 2, stream: true }));
+  for (const i of [0, 1])
+    check(one(r2.choices[i], ["get_weather", "get_time"]), `required, streamed, choice ${i}: ` + show(r2.choices[i]));
+  const rg = await client.chat.completions.create({ ...forced, tool_choice: "required", temperature: 0 });
+  check(one(rg.choices[0], ["get_weather", "get_time"]), "required, greedy: " + show(rg.choices[0]));
+  // LMI's {"messages", ...} on /invocations takes tool_choice too.
+  const inv = await post("/invocations", { messages: user("Once upon a time"), tools: [weather],
+    tool_choice: "required" });
+  check(one(inv.choices?.[0] ?? {}, ["get_weather"]), "LMI messages, required: " + show(inv));
+  await expect400({ ...forced, tool_choice: { type: "function", function: { name: "nope" } } },
+                  "tool_choice.function.name", "no tool named");
+  await expect400({ ...forced, tools: undefined, tool_choice: "required" }, "tool_choice", "needs a non-empty");
 } else {
   // The exact prompt the template rendered: BOS, tools (key order kept), content parts joined,
   // chat_template_kwargs, the generation prompt. It holds "<tool_call>{"name": NAME...", which

@@ -1,8 +1,9 @@
 """The official `openai` npm client against lmx-server's /v1/chat/completions (and LMI's
 {"messages": ...} on /invocations). The model directory is tinystories-656k plus a ChatML
 template with tools (tests/container/chat_model/chat_template.jinja) in a temporary directory.
-Runs e2e_openai_chat.mjs twice: over the real engine (chat, streaming, usage, n, logprobs, tools
-rendered) and over the fake engine, whose ECHO_PROMPT / EMIT_TOOL_CALL outputs make the rendered
+Runs e2e_openai_chat.mjs three times: over the real engine (chat, streaming, usage, n, logprobs, tools
+rendered), over the real engine on stories260k with tool_choice forcing calls (constrained
+decoding), and over the fake engine, whose ECHO_PROMPT / EMIT_TOOL_CALL outputs make the rendered
 prompt and a tool call deterministic. Skips (77) when the openai package cannot be installed."""
 import json
 import os
@@ -53,6 +54,17 @@ def main():
             rc |= run_mjs(s, "real", modules)
         with Server(a.server, a.fake_plugin, model) as s:
             rc |= run_mjs(s, "fake", modules)
+        # tool_choice by constrained decoding: stories260k, whose vocabulary has every byte
+        # (tinystories-656k has no "{"), with a ChatML template that leaves the tools out (its
+        # 512 positions would not hold them) and the hermes format named by option.
+        forced = chat_model_dir(os.path.join(os.path.dirname(os.path.abspath(a.model_dir)),
+                                             "stories260k"), os.path.join(tmp, "forced"))
+        with open(os.path.join(forced, "chat_template.jinja"), "w") as f:
+            f.write("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                    "{% endfor %}<|im_start|>assistant\n")
+        with Server(a.server, a.plugin, forced,
+                    overrides={"option.tool_call_parser": "hermes"}) as s:
+            rc |= run_mjs(s, "forced", modules)
         # A model without a chat template: chat is a 400 saying so; plain prompts still work.
         c = Checks("e2e_openai_chat (no template, option.chat_template)")
         with Server(a.server, a.fake_plugin, a.model_dir) as s:

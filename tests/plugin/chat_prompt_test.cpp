@@ -105,6 +105,40 @@ TEST(ChatPrompt, ErrorsNameTheField) {
   EXPECT_EQ(field, "parameters.top_p");
 }
 
+// tool_choice "required" / a named function: the request carries the grammar of one call in the
+// model's format (plugin/tool_choice.h); "none" renders no tools; errors name the field.
+TEST(ChatPrompt, ToolChoiceConstrainsTheOutput) {
+  ModelDir dir("_t");
+  dir.write("chat_template.jinja", kTemplate);
+  auto chat = load_chat_setup(dir.str(), std::nullopt, "hermes");
+  const std::string msgs = R"("messages": [{"role": "user", "content": "x"}])";
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  LmiRequest r = parse_request(*chat, "{" + msgs + ", " + tools + R"(, "tool_choice": {"type":
+      "function", "function": {"name": "f"}}})");
+  ASSERT_TRUE(r.params.constraint);
+  EXPECT_EQ(r.params.constraint->prefix, "<tool_call>\n{\"name\": \"f\", \"arguments\": ");
+  EXPECT_TRUE(parse_request(*chat, "{" + msgs + ", " + tools + R"(, "tool_choice": "required"})")
+                  .params.constraint);
+  EXPECT_FALSE(parse_request(*chat, "{" + msgs + ", " + tools + R"(, "tool_choice": "auto"})")
+                   .params.constraint);
+  r = parse_request(*chat, "{" + msgs + ", " + tools + R"(, "tool_choice": "none"})");
+  EXPECT_FALSE(r.params.constraint);
+  EXPECT_EQ(r.inputs[0].find("TOOLS"), std::string::npos);
+  std::string field;
+  EXPECT_NE(error_of(*chat, "{" + msgs + R"(, "tool_choice": "required"})", &field)
+                .find("needs a non-empty \"tools\""),
+            std::string::npos);
+  EXPECT_EQ(field, "tool_choice");
+  error_of(*chat, "{" + msgs + ", " + tools + R"(, "tool_choice": {"function": {"name": "g"}}})",
+           &field);
+  EXPECT_EQ(field, "tool_choice.function.name");
+  // A model whose template names no format cannot be forced.
+  auto plain = load_chat_setup(dir.str(), std::nullopt, "");
+  EXPECT_NE(error_of(*plain, "{" + msgs + ", " + tools + R"(, "tool_choice": "required"})", &field)
+                .find("option.tool_call_parser"),
+            std::string::npos);
+}
+
 TEST(ChatPrompt, NoTemplateOrABrokenOne) {
   ModelDir none("_c");
   auto chat = load_chat_setup(none.str(), std::nullopt, "");

@@ -71,6 +71,21 @@ class SchedulerTest : public ::testing::TestWithParam<std::string> {
 #endif
   }
 
+  // Every case at once with `blocks` KV blocks, `adjust(request, index)` applied to each: the
+  // tokens by request and the number of preemptions.
+  std::pair<std::map<uint64_t, std::vector<int32_t>>, long> run_cases(
+      int blocks, const std::function<void(SchedulerRequest&, size_t)>& adjust) {
+    auto b = backend(blocks);
+    Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
+    for (size_t i = 0; i < cases_.size(); ++i) {
+      SchedulerRequest r = greedy(i, cases_[i]);
+      adjust(r, i);
+      s.add(r);
+    }
+    auto out = drain(s);
+    return {out, s.stats().preemptions};
+  }
+
   std::unique_ptr<Backend> backend(int blocks, int block_size = 4) {
 #if LMX_HAVE_CUDA_BACKEND
     if (GetParam() == "cuda") {
@@ -214,22 +229,43 @@ TEST_P(SchedulerTest, SeededSamplingIsReproducibleInAnyBatch) {
 // preempted and recomputed draws exactly the tokens it drew before, so it matches a run with
 // room for everyone.
 TEST_P(SchedulerTest, PreemptedSampledSequencesDrawTheSameTokens) {
-  auto sampled = [&](int blocks) {
-    auto b = backend(blocks);
-    Scheduler s(*b, {.max_running = 8, .max_step_tokens = 64});
-    for (size_t i = 0; i < cases_.size(); ++i) {
-      SchedulerRequest r = greedy(i, cases_[i]);
-      r.params.sampling = {.greedy = false, .temperature = 1.5f, .top_p = 0.95f, .seed = 77 + i};
-      s.add(r);
-    }
-    auto out = drain(s);
-    return std::pair{out, s.stats().preemptions};
+  const auto sample = [](SchedulerRequest& r, size_t i) {
+    r.params.sampling = {.greedy = false, .temperature = 1.5f, .top_p = 0.95f, .seed = 77 + i};
   };
-  const auto [roomy, none] = sampled(256);
-  const auto [tight, some] = sampled(15);
+  const auto [roomy, none] = run_cases(256, sample);
+  const auto [tight, some] = run_cases(15, sample);
   EXPECT_EQ(none, 0);
   EXPECT_GT(some, 0);
   EXPECT_EQ(roomy, tight);
+}
+
+// A constrained sequence's recognizer moves only on the tokens it draws, which preemption keeps:
+// under a tight KV cache, constrained sampled sequences draw what they draw with room, and every
+// text is one the grammar accepts. (The fixture's 256 ids stand for the 256 bytes.)
+TEST_P(SchedulerTest, PreemptedConstrainedSequencesDrawTheSameTokens) {
+  std::vector<std::optional<std::string>> bytes(256);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::string(1, char(i));
+  const auto trie = std::make_shared<const TokenTrie>(std::move(bytes));
+  const nlohmann::json schema = nlohmann::json::parse(R"({"type": "object", "required": ["k"],
+      "properties": {"k": {"type": "array", "items": {"type": "integer"}}}})");
+  const auto grammar =
+      std::make_shared<const JsonGrammar>(JsonGrammar{"x=", JsonSchema::compile(schema, "s"), ";"});
+  const auto constrain = [&](SchedulerRequest& r, size_t i) {
+    r.params.sampling = {.greedy = false, .temperature = 1.5f, .seed = 5 + i};
+    r.params.constraint = std::make_shared<JsonTokenConstraint>(grammar, trie);
+  };
+  const auto [roomy, none] = run_cases(256, constrain);
+  const auto [tight, some] = run_cases(15, constrain);
+  EXPECT_EQ(none, 0);
+  EXPECT_GT(some, 0);
+  EXPECT_EQ(roomy, tight);
+  for (const auto& [id, tokens] : roomy) {
+    JsonRecognizer r(*grammar);
+    std::string text;
+    for (int32_t t : tokens) text += char(t);
+    EXPECT_TRUE(r.advance(std::string_view(text))) << text;
+    EXPECT_GE(text.size(), 3u);
+  }
 }
 
 // Without a seed every request gets its own: two sampled requests for the same prompt differ.
