@@ -208,8 +208,8 @@ def malformed_cases():
         ("openai unknown model", body_case("/v1/completions",
                                            '{"prompt": "x", "model": "gpt-9"}'), 404),
         ("chat without messages", body_case("/v1/chat/completions", '{"max_tokens": 3}'), 400),
-        # Any media type but text/plain is read as JSON on the LMI paths (docs/serving.md).
-        ("XML body", body_case("/invocations", "<inputs>x</inputs>", "application/xml"), 400),
+        # A body of a media type no route reads is a 415 (docs/serving.md).
+        ("XML body", body_case("/invocations", "<inputs>x</inputs>", "application/xml"), 415),
         ("unknown path", body_case("/nope", '{"inputs": "x"}'), 404),
         ("wrong method", lambda port: http_call("GET", f"http://127.0.0.1:{port}/invocations")[::2],
          405),
