@@ -36,6 +36,26 @@ struct SamplingRow {
   int32_t greedy = 1;               // nonzero: argmax after the penalty
 };
 
+// Draws over vocabulary-sharded logits (tensor parallelism), without gathering the rows: each
+// rank reduces its own columns to one DrawPartial a row, the ranks' partials are gathered (20
+// bytes a row and rank), and combine_draws picks the token. Only rows without top-k, top-p and
+// repetition penalty draw this way (shardable_draw): greedy = the largest logit, else the largest
+// Gumbel key z_i - log(-log(u_i)) with u_i drawn at the token's vocabulary id, so the token is the
+// one sample() draws from the whole row (ties: the lowest id); the log-prob combines the ranks'
+// log-sum-exps, equal to sample()'s within float rounding.
+struct DrawPartial {
+  float key;    // the best key of the rank's columns (-inf: none)
+  int32_t id;   // its vocabulary id
+  float logit;  // its raw logit
+  float max;    // log-sum-exp of the rank's raw logits: max ...
+  float sum;    // ... and sum exp(logit - max)
+};
+static_assert(sizeof(DrawPartial) == 5 * sizeof(float), "gathered as 5 floats a row");
+
+inline bool shardable_draw(const SamplingRow& p, int vocab) {
+  return (p.top_k <= 0 || p.top_k >= vocab) && p.top_p >= 1.0f && p.repetition_penalty == 1.0f;
+}
+
 }  // namespace lmx::kernels
 
 namespace lmx::kernels::cpu {
@@ -49,6 +69,15 @@ void sample(const float* logits, int n, int vocab, const SamplingRow* params,
 void sampling_probs(const float* logits, int vocab, const SamplingRow& params,
                     const int32_t* prev_ids, int prev_len, double* probs);
 
+// A rank's part of a sharded draw. logits: [n, ld] fp32, the rank's columns; the first `cols` of
+// each row are vocabulary ids [first_id, first_id + cols) (the rest is padding, not read).
+// params: [n], every row shardable_draw. out: [n].
+void draw_partials(const float* logits, int n, int ld, int cols, int first_id,
+                   const SamplingRow* params, DrawPartial* out);
+// The draw from every rank's partials: parts [ranks, n] (rank r's row i at r * n + i), ranks in
+// vocabulary order. out_ids / out_logprob: [n].
+void combine_draws(const DrawPartial* parts, int ranks, int n, int32_t* out_ids, float* out_logprob);
+
 }  // namespace lmx::kernels::cpu
 
 namespace lmx::kernels::cuda {
@@ -56,5 +85,11 @@ namespace lmx::kernels::cuda {
 void sample(const float* logits, int n, int vocab, const SamplingRow* params,
             const int32_t* prev_ids, int prev_stride, const int32_t* prev_len, int32_t* out_ids,
             float* out_logprob, cudaStream_t stream);
+
+// The same as the CPU functions above, device memory.
+void draw_partials(const float* logits, int n, int ld, int cols, int first_id,
+                   const SamplingRow* params, DrawPartial* out, cudaStream_t stream);
+void combine_draws(const DrawPartial* parts, int ranks, int n, int32_t* out_ids, float* out_logprob,
+                   cudaStream_t stream);
 
 }  // namespace lmx::kernels::cuda

@@ -70,6 +70,18 @@ class Backend {
     forward(chunks, logits);
   }
 
+  // Tensor-parallel ranks: whether the rank draws the rows that draw_without_gather
+  // (engine/backend/sample_rows.h) from the ranks' own logits, gathering 20 bytes a row instead of
+  // the logits. The rank group then sends those rows' parameters with the step, and the other
+  // ranks run forward_sample_discard.
+  virtual bool draws_sharded() const { return false; }
+
+  // A rank other than the leader, for a step the leader runs by forward_sample with rows that
+  // draw_without_gather: the same work and collectives, this rank's part of the draw. `rows`:
+  // one per logits row. Only backends whose draws_sharded() is true.
+  virtual void forward_sample_discard(std::span<const BatchChunk> chunks,
+                                      std::span<const kernels::SamplingRow> rows);
+
   // Runs the chunks and draws one token per logits row (kernels/sampling.h: the same draw on
   // every backend), so only ids and log-probs leave the device. rows and out have one entry per
   // chunk with compute_logits. When `logits` is given it receives the logits of the rows whose

@@ -1,10 +1,12 @@
 #include "engine/backend/cpu_backend.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/backend/activation_kind.h"
 #include "engine/backend/alibi.h"
 #include "engine/backend/rope.h"
+#include "engine/backend/sample_rows.h"
 #include "engine/core/error.h"
 #include "engine/model/kv_scales.h"
 #include "engine/model/quantization.h"
@@ -17,6 +19,7 @@
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
+#include "kernels/sampling.h"
 #include "kernels/kv_dtype.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
@@ -187,11 +190,39 @@ class CpuBackend final : public Backend {
   }
 
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
-    prepare_batch(chunks);
-    const int T = int(ids_.size());
-    embed(T);
-    for (int l = 0; l < desc_.num_layers; ++l) run_layer(w_.layers[size_t(l)], l, T);
-    compute_logits(logits);
+    run_layers(chunks);
+    if (tp_.ranks == 1) {
+      logits.resize(logit_rows_.size() * size_t(desc_.vocab_size));
+      head(head_input(), logits.data(), int(logit_rows_.size()));
+      return;
+    }
+    rank_logits();
+    gather_logits(logits);
+  }
+
+  // Tensor parallelism: rows that draw_without_gather are drawn from every rank's own logits.
+  bool draws_sharded() const override { return tp_.ranks > 1; }
+
+  void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
+                      std::span<SampledToken> out, std::vector<float>* logits) override {
+    if (!draws_sharded() || !draw_without_gather(rows, desc_.vocab_size))
+      return Backend::forward_sample(chunks, rows, out, logits);
+    std::vector<kernels::SamplingRow> params;
+    for (const SampleSpec& r : rows) params.push_back(r.params);
+    run_layers(chunks);
+    check_sample_rows(rows.size(), out.size(), logit_rows_.size());
+    const std::vector<kernels::DrawPartial> parts = draw_together(params);
+    std::vector<int32_t> ids(rows.size());
+    std::vector<float> logprobs(rows.size());
+    k::combine_draws(parts.data(), tp_.ranks, int(rows.size()), ids.data(), logprobs.data());
+    for (size_t i = 0; i < rows.size(); ++i) out[i] = {ids[i], logprobs[i]};
+  }
+
+  void forward_sample_discard(std::span<const BatchChunk> chunks,
+                              std::span<const kernels::SamplingRow> params) override {
+    run_layers(chunks);
+    check_sample_rows(params.size(), params.size(), logit_rows_.size());
+    draw_together(params);
   }
 
  private:
@@ -404,36 +435,63 @@ class CpuBackend final : public Backend {
     row_parallel(L.down, act_.data(), out, T);
   }
 
-  // Logits of the rows that want them: final norm, project_out, LM head (+ bias).
-  void compute_logits(std::vector<float>& logits) {
+  // The step's chunks through every layer; the logits rows are logit_rows_.
+  void run_layers(std::span<const BatchChunk> chunks) {
+    prepare_batch(chunks);
+    const int T = int(ids_.size());
+    embed(T);
+    for (int l = 0; l < desc_.num_layers; ++l) run_layer(w_.layers[size_t(l)], l, T);
+  }
+
+  // The LM head's input for the rows that want logits: final norm, project_out. [rows, embed_dim]
+  const float* head_input() {
     const int H = desc_.hidden_size, E = desc_.embed_dim;
     const int rows = int(logit_rows_.size());
     h_.resize(size_t(rows) * H);
     for (int r = 0; r < rows; ++r)
       std::copy_n(x_.begin() + ptrdiff_t(logit_rows_[size_t(r)]) * H, H, h_.begin() + ptrdiff_t(r) * H);
     if (desc_.final_norm) norm(w_.final_norm, h_.data(), h_.data(), rows);
-    const float* head_in = h_.data();
-    if (desc_.projects_embeddings()) {
-      delta_.resize(size_t(rows) * E);
-      linear(w_.project_out, h_.data(), delta_.data(), rows);
-      head_in = delta_.data();
-    }
+    if (!desc_.projects_embeddings()) return h_.data();
+    delta_.resize(size_t(rows) * E);
+    linear(w_.project_out, h_.data(), delta_.data(), rows);
+    return delta_.data();
+  }
+
+  // Vocabulary-parallel head: local_logits_ = this rank's [rows, per] logits, vocabulary ids
+  // [rank * per, (rank + 1) * per) (ids past the vocabulary are padding).
+  void rank_logits() {
+    local_logits_.resize(logit_rows_.size() * size_t(w_.lm_head.out));
+    head(head_input(), local_logits_.data(), int(logit_rows_.size()));
+  }
+
+  // logits [rows, vocab] from every rank's local_logits_, gathered as [ranks][rows, per] (the
+  // padding past the vocabulary dropped).
+  void gather_logits(std::vector<float>& logits) {
     const size_t V = size_t(desc_.vocab_size), per = size_t(w_.lm_head.out);
-    if (tp_.ranks == 1) {
-      logits.resize(size_t(rows) * V);
-      head(head_in, logits.data(), rows);
-      return;
-    }
-    // Vocabulary-parallel head: this rank's [rows, per] logits, gathered as [ranks][rows, per],
-    // then laid out [rows, vocab] (the padding rows past the vocabulary dropped).
-    local_logits_.resize(size_t(rows) * per);
-    head(head_in, local_logits_.data(), rows);
+    const size_t rows = logit_rows_.size();
     gathered_.resize(size_t(tp_.ranks) * local_logits_.size());
     comm_->all_gather(local_logits_.data(), gathered_.data(), local_logits_.size());
-    logits.resize(size_t(rows) * V);
-    for (int r = 0; r < rows; ++r)
+    logits.resize(rows * V);
+    for (size_t r = 0; r < rows; ++r)
       for (size_t v = 0; v < V; ++v)
-        logits[size_t(r) * V + v] = gathered_[(v / per) * local_logits_.size() + size_t(r) * per + v % per];
+        logits[r * V + v] = gathered_[(v / per) * local_logits_.size() + r * per + v % per];
+  }
+
+  // The rows' draws from this rank's logits: every rank's partials [ranks, rows]
+  // (kernels/sampling.h), gathered instead of the logits.
+  std::vector<kernels::DrawPartial> draw_together(std::span<const kernels::SamplingRow> params) {
+    rank_logits();
+    const int rows = int(params.size()), per = int(w_.lm_head.out);
+    const int first = tp_.rank * per, cols = std::clamp(desc_.vocab_size - first, 0, per);
+    std::vector<kernels::DrawPartial> mine(static_cast<size_t>(rows)), all(size_t(tp_.ranks) * mine.size());
+    k::draw_partials(local_logits_.data(), rows, per, cols, first, params.data(), mine.data());
+    // Sent as floats (the communicator's element type), bit for bit.
+    constexpr size_t kFloats = sizeof(kernels::DrawPartial) / sizeof(float);
+    Buffer words(mine.size() * kFloats), gathered(all.size() * kFloats);
+    std::memcpy(words.data(), mine.data(), mine.size() * sizeof(kernels::DrawPartial));
+    comm_->all_gather(words.data(), gathered.data(), words.size());
+    std::memcpy(all.data(), gathered.data(), all.size() * sizeof(kernels::DrawPartial));
+    return all;
   }
 
   DecoderDesc desc_;  // the model's (what desc() reports)

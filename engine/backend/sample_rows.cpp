@@ -27,6 +27,12 @@ PackedSampleRows pack_sample_rows(std::span<const SampleSpec> rows) {
   return p;
 }
 
+bool draw_without_gather(std::span<const SampleSpec> rows, int vocab) {
+  return !rows.empty() && std::all_of(rows.begin(), rows.end(), [&](const SampleSpec& r) {
+    return !r.return_logits && kernels::shardable_draw(r.params, vocab);
+  });
+}
+
 void check_sample_rows(size_t rows, size_t outputs, size_t logit_rows) {
   if (rows != outputs)
     throw_error("forward_sample: {} sampling rows but {} outputs", rows, outputs);
@@ -54,6 +60,15 @@ void Backend::forward_sample(std::span<const BatchChunk> chunks, std::span<const
   for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i].return_logits)
       logits->insert(logits->end(), l.begin() + long(i * V), l.begin() + long((i + 1) * V));
+}
+
+}  // namespace lmx
+
+namespace lmx {
+
+void Backend::forward_sample_discard(std::span<const BatchChunk>,
+                                     std::span<const kernels::SamplingRow>) {
+  throw_error("internal: the {} backend does not draw over sharded logits", name());
 }
 
 }  // namespace lmx

@@ -21,6 +21,11 @@ struct PackedSampleRows {
 
 PackedSampleRows pack_sample_rows(std::span<const SampleSpec> rows);
 
+// Whether a tensor-parallel group draws these rows from every rank's own logits instead of
+// gathering them (kernels/sampling.h, DrawPartial): every row is shardable_draw and none wants its
+// logits back. False for no rows.
+bool draw_without_gather(std::span<const SampleSpec> rows, int vocab);
+
 // Throws unless a forward_sample call has one sampling row and one output per logits row.
 void check_sample_rows(size_t rows, size_t outputs, size_t logit_rows);
 

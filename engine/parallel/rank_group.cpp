@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/backend/sample_rows.h"
 #include "engine/core/error.h"
 #include "engine/core/load_deadline.h"
 #include "engine/core/log.h"
@@ -32,7 +33,10 @@ std::unique_ptr<Backend> build_rank(Communicator& comm, const MakeRank& make_ran
 void run_steps(Communicator& comm, Backend& backend) {
   while (std::optional<RankStep> step = receive_step(comm)) {
     try {
-      backend.forward_discard(step->chunks);
+      if (step->draws.empty())
+        backend.forward_discard(step->chunks);
+      else
+        backend.forward_sample_discard(step->chunks, step->draws);
     } catch (const std::exception& e) {
       lmx::logger().debug("tensor-parallel rank {}: step failed as on the leader: {}", comm.rank(),
                           e.what());
@@ -75,10 +79,20 @@ class RankGroup final : public Backend {
     leader_->forward(chunks, logits);
   }
 
-  // The other ranks run forward(): a rank's forward and forward_sample make the same collectives.
+  // Rows the ranks draw together (Backend::draws_sharded) go with the step; otherwise the other
+  // ranks run forward(), whose collectives a gathered forward_sample makes too.
   void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
                       std::span<SampledToken> out, std::vector<float>* logits) override {
-    send_step(comm_, chunks);
+    // Checked before any rank starts: a leader that failed after its layers would leave the
+    // others waiting in the draw's gather.
+    check_sample_rows(rows.size(), out.size(), rows.size());
+    if (leader_->draws_sharded() && draw_without_gather(rows, leader_->desc().vocab_size)) {
+      std::vector<kernels::SamplingRow> draws;
+      for (const SampleSpec& r : rows) draws.push_back(r.params);
+      send_step(comm_, chunks, draws);
+    } else {
+      send_step(comm_, chunks);
+    }
     leader_->forward_sample(chunks, rows, out, logits);
   }
 

@@ -17,10 +17,15 @@ namespace lmx {
 struct RankStep {
   std::vector<int32_t> words;  // the encoded message; chunks' spans point into it
   std::vector<BatchChunk> chunks;
+  // A step whose logits rows the ranks draw together (Backend::forward_sample_discard): one
+  // entry a row. Empty for a plain forward.
+  std::vector<kernels::SamplingRow> draws;
 };
 
-// Leader (root 0): sends the step's chunks to every rank.
-void send_step(Communicator& comm, std::span<const BatchChunk> chunks);
+// Leader (root 0): sends the step's chunks to every rank; with `draws` (one a logits row), a step
+// whose rows the ranks draw together.
+void send_step(Communicator& comm, std::span<const BatchChunk> chunks,
+               std::span<const kernels::SamplingRow> draws = {});
 // Leader: tells every rank to stop (the group is shutting down).
 void send_stop(Communicator& comm);
 // Other ranks: the next step, or nullopt when the leader stopped the group.

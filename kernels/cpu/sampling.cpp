@@ -125,4 +125,57 @@ void sample(const float* logits, int n, int vocab, const SamplingRow* params,
   }
 }
 
+void draw_partials(const float* logits, int n, int ld, int cols, int first_id,
+                   const SamplingRow* params, DrawPartial* out) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+  for (int r = 0; r < n; ++r) {
+    const float* row = logits + size_t(r) * ld;
+    const SamplingRow& p = params[r];
+    DrawPartial d{kNone, first_id, kNone, kNone, 0.0f};
+    if (cols > 0) {
+      d.max = *std::max_element(row, row + cols);
+      double sum = 0.0;
+      for (int i = 0; i < cols; ++i) sum += std::exp(double(row[i] - d.max));
+      d.sum = float(sum);
+    }
+    int best = -1;
+    for (int i = 0; i < cols; ++i) {  // the same keys as sample(): strictly greater, lowest id
+      float key = row[i];
+      if (!p.greedy) {
+        const float u = philox_uniform_at(p.seed, p.step, uint32_t(first_id + i));
+        key = row[i] / p.temperature - std::log(-std::log(u));
+      }
+      if (best < 0 || key > d.key) {
+        d.key = key;
+        best = i;
+      }
+    }
+    if (best >= 0) {
+      d.id = first_id + best;
+      d.logit = row[best];
+    }
+    out[r] = d;
+  }
+}
+
+void combine_draws(const DrawPartial* parts, int ranks, int n, int32_t* out_ids, float* out_logprob) {
+  for (int r = 0; r < n; ++r) {
+    const DrawPartial* best = &parts[r];
+    float top = parts[r].max;
+    for (int k = 1; k < ranks; ++k) {
+      const DrawPartial& d = parts[size_t(k) * n + r];
+      if (d.key > best->key) best = &d;  // ranks in vocabulary order: ties keep the lower id
+      top = std::max(top, d.max);
+    }
+    double sum = 0.0;
+    for (int k = 0; k < ranks; ++k) {
+      const DrawPartial& d = parts[size_t(k) * n + r];
+      if (d.sum > 0.0f) sum += double(d.sum) * std::exp(double(d.max - top));
+    }
+    out_ids[r] = best->id;
+    out_logprob[r] = best->logit - (top + float(std::log(sum)));
+  }
+}
+
 }  // namespace lmx::kernels::cpu

@@ -269,7 +269,78 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One block a row: the rank's columns reduced to their log-sum-exp and best key (sample_kernel's
+// keys: the raw logit when greedy, else z - log(-log(u)) at the vocabulary id).
+__global__ void __launch_bounds__(kThreads)
+    draw_partials_kernel(const float* logits, int ld, int cols, int first_id,
+                         const SamplingRow* __restrict__ params, DrawPartial* __restrict__ out) {
+  pdl::wait_for_primary();
+  pdl::allow_dependents();
+  __shared__ Shared sh;
+  const int r = blockIdx.x;
+  const float* row = logits + size_t(r) * ld;
+  const SamplingRow p = params[r];
+  Lse lse{-INFINITY, 0.0f};
+  ArgMax best{-INFINITY, INT_MAX};
+  for (int i = threadIdx.x; i < cols; i += kThreads) {
+    const float l = row[i];
+    if (l > lse.m) {
+      lse.s = lse.s * expf(lse.m - l) + 1.0f;
+      lse.m = l;
+    } else if (l != -INFINITY) {
+      lse.s += expf(l - lse.m);
+    }
+    float key = l;
+    if (!p.greedy) {
+      const float u = philox_uniform_at(p.seed, p.step, uint32_t(first_id + i));
+      key = l / p.temperature - logf(-logf(u));
+    }
+    best = better(best, ArgMax{key, i});
+  }
+  lse = block_lse(lse, sh);
+  best = block_argmax(best, sh);
+  if (threadIdx.x == 0) {
+    const bool any = best.i != INT_MAX;
+    out[r] = DrawPartial{best.v, first_id + (any ? best.i : 0), any ? row[best.i] : -INFINITY,
+                         lse.m, lse.s};
+  }
+}
+
+// One thread a row: the best key over the ranks (in vocabulary order: ties keep the lower id)
+// and the merged log-sum-exp.
+__global__ void combine_draws_kernel(const DrawPartial* __restrict__ parts, int ranks, int n,
+                                     int32_t* __restrict__ out_ids, float* __restrict__ out_logprob) {
+  pdl::wait_for_primary();
+  pdl::allow_dependents();
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  DrawPartial best = parts[r];
+  Lse lse{best.max, best.sum};
+  for (int k = 1; k < ranks; ++k) {
+    const DrawPartial d = parts[size_t(k) * n + r];
+    if (d.key > best.key) best = d;
+    lse = merge(lse, Lse{d.max, d.sum});
+  }
+  out_ids[r] = best.id;
+  out_logprob[r] = best.logit - (lse.m + logf(lse.s));
+}
+
 }  // namespace
+
+void draw_partials(const float* logits, int n, int ld, int cols, int first_id,
+                   const SamplingRow* params, DrawPartial* out, cudaStream_t stream) {
+  if (n == 0) return;
+  pdl::launch_dependent(draw_partials_kernel, dim3(n), dim3(kThreads), 0, stream, logits, ld, cols,
+                        first_id, params, out);
+}
+
+void combine_draws(const DrawPartial* parts, int ranks, int n, int32_t* out_ids, float* out_logprob,
+                   cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr int kRowsABlock = 128;
+  pdl::launch_dependent(combine_draws_kernel, dim3((n + kRowsABlock - 1) / kRowsABlock),
+                        dim3(kRowsABlock), 0, stream, parts, ranks, n, out_ids, out_logprob);
+}
 
 void sample(const float* logits, int n, int vocab, const SamplingRow* params,
             const int32_t* prev_ids, int prev_stride, const int32_t* prev_len, int32_t* out_ids,

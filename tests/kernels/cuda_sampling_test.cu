@@ -164,5 +164,54 @@ TEST(CudaSampling, FrequenciesFollowFilteredSoftmax) {
   }
 }
 
+// Tensor parallelism's draw over vocabulary shards (draw_partials on each shard, combine_draws):
+// the same token as sample() on the whole row on the same GPU (the same keys, in the same
+// arithmetic), the log-prob within float rounding; padding columns (+inf here) are not read.
+TEST(CudaSampling, ShardedDrawEqualsTheWholeRowsDraw) {
+  LMX_REQUIRE_GPU();
+  for (int vocab : {67, 32000, 250880}) {
+    const int n = 37;
+    Batch b = make_batch(n, vocab, uint32_t(vocab + 5), false);
+    for (int r = 0; r < n; ++r) {  // shardable rows: no top-k / top-p / penalty
+      SamplingRow& p = b.params[size_t(r)];
+      p.greedy = r % 3 == 0;
+      p.top_k = 0;
+      p.top_p = 1.0f;
+      p.repetition_penalty = 1.0f;
+    }
+    const Result whole = run_gpu(b);
+    for (int ranks : {2, 3, 4}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + ", ranks " + std::to_string(ranks));
+      const int per = (vocab + ranks - 1) / ranks;
+      Dev<SamplingRow> dp(static_cast<size_t>(n));
+      cudaMemcpy(dp.p, b.params.data(), b.params.size() * sizeof(SamplingRow), cudaMemcpyHostToDevice);
+      Dev<kernels::DrawPartial> parts(size_t(ranks) * n);
+      for (int k = 0; k < ranks; ++k) {
+        const int first = k * per, cols = std::clamp(vocab - first, 0, per);
+        std::vector<float> shard(size_t(n) * per, INFINITY);
+        for (int r = 0; r < n; ++r)
+          std::copy_n(b.logits.begin() + ptrdiff_t(r) * vocab + first, cols,
+                      shard.begin() + ptrdiff_t(r) * per);
+        Dev<float> ds(shard.size());
+        ds.upload(shard);
+        kernels::cuda::draw_partials(ds.p, n, per, cols, first, dp.p, parts.p + size_t(k) * n, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      }
+      Dev<int32_t> ids(static_cast<size_t>(n));
+      Dev<float> lp(static_cast<size_t>(n));
+      kernels::cuda::combine_draws(parts.p, ranks, n, ids.p, lp.p, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<int32_t> got(static_cast<size_t>(n));
+      cudaMemcpy(got.data(), ids.p, got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost);
+      const std::vector<float> got_lp = lp.download_f();
+      EXPECT_EQ(got, whole.ids);
+      for (int r = 0; r < n; ++r)
+        EXPECT_NEAR(got_lp[size_t(r)], whole.logprob[size_t(r)],
+                    1e-5 * std::max(1.0f, std::fabs(whole.logprob[size_t(r)])) + 1e-5)
+            << "row " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lmx

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -30,12 +31,14 @@
 #include "engine/model/model.h"
 #include "engine/model/quantization.h"
 #include "engine/model/shard.h"
+#include "kernels/sampling.h"
 #include "smoothquant/calibration.h"
 #include "smoothquant/plan.h"
 #include "smoothquant/smoothquant.h"
 #include "tests/support/checkpoint_writer.h"
 #include "tests/support/fp8_checkpoint_writer.h"
 #include "tests/support/parity_fixtures.h"
+#include "tests/support/splitting_degrees.h"
 #include "tests/support/require_gpu.h"
 
 namespace lmx {
@@ -320,16 +323,9 @@ TEST_P(CudaHfParity, HalfPrecisionBatchedDecodeInGraphs) {
   }
 }
 
-// Tensor-parallel degrees from 2 up to this machine's GPUs (at most 4) that split `d` (rank_desc
-// accepts them), in increasing order.
+// Tensor-parallel degrees from 2 up to this machine's GPUs (at most 4) that split `d`.
 std::vector<int> split_degrees(const DecoderDesc& d) {
-  std::vector<int> out;
-  for (int degree = 2; degree <= std::min(cuda_device_count(), 4); ++degree) try {
-      rank_desc(d, {0, degree});
-      out.push_back(degree);
-    } catch (const Error&) {
-    }
-  return out;
+  return testing::splitting_degrees(d, std::min(cuda_device_count(), 4));
 }
 
 // Tensor parallelism over NCCL, one GPU a rank (needs 2+ GPUs: scripts/gpu_tests.sh runs it
@@ -377,6 +373,94 @@ TEST_P(CudaHfParity, TensorParallelHalfPrecisionTopOneOnClearSteps) {
       auto backend = make_cuda_backend(model, o);
       SCOPED_TRACE("degree " + std::to_string(degree));
       EXPECT_GT(expect_half_precision_cases(*backend, *cpu, f.expected, half), 10);
+    }
+  }
+  EXPECT_FALSE(degrees.empty()) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();
+}
+
+// The whole-row draw of `logits` [rows, vocab] (host) on the GPU: kernels::cuda::sample.
+std::vector<SampledToken> gpu_draw(const std::vector<float>& logits, int vocab,
+                                   const std::vector<kernels::SamplingRow>& params) {
+  const int rows = int(params.size());
+  float *dl = nullptr, *dlp = nullptr;
+  int32_t* dids = nullptr;
+  kernels::SamplingRow* dp = nullptr;
+  EXPECT_EQ(cudaMalloc(&dl, logits.size() * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&dlp, size_t(rows) * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&dids, size_t(rows) * sizeof(int32_t)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&dp, size_t(rows) * sizeof(kernels::SamplingRow)), cudaSuccess);
+  cudaMemcpy(dl, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemcpy(dp, params.data(), params.size() * sizeof(kernels::SamplingRow), cudaMemcpyHostToDevice);
+  kernels::cuda::sample(dl, rows, vocab, dp, nullptr, 0, nullptr, dids, dlp, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<int32_t> ids(static_cast<size_t>(rows));
+  std::vector<float> lp(static_cast<size_t>(rows));
+  cudaMemcpy(ids.data(), dids, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost);
+  cudaMemcpy(lp.data(), dlp, lp.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  cudaFree(dl), cudaFree(dlp), cudaFree(dids), cudaFree(dp);
+  std::vector<SampledToken> out;
+  for (int i = 0; i < rows; ++i) out.push_back({ids[size_t(i)], lp[size_t(i)]});
+  return out;
+}
+
+// Tensor parallelism draws greedy and seeded rows from each rank's vocabulary shard (no gather of
+// the logits): at every degree up to the GPU count that splits the fixture, eager and from graphs,
+// every step's tokens equal the GPU's draw over the same step's gathered logits, log-probs within
+// float rounding. The fixture's prompts as one batch, then 5 decode steps of their own draws.
+TEST_P(CudaHfParity, TensorParallelDrawsWithoutGatheringTheLogits) {
+  REQUIRE_GPU();
+  const int gpus = cuda_device_count();
+  // On one GPU, scripts/gpu_tests.sh leaves this test out (under LMX_REQUIRE_GPU=1 it fails here).
+  LMX_GPU_SKIP_UNLESS(gpus >= 2, "tensor parallelism needs 2+ GPUs; this machine has " << gpus);
+  const auto f = open_parity_fixture(GetParam());
+  const LoadedModel model = load_model(f.model_dir);
+  const int V = model.desc.vocab_size;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const json& c : f.expected["cases"]) prompts.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
+  const int rows = int(prompts.size()), steps = 6;
+  const std::vector<int> degrees = split_degrees(model.desc);
+  for (int degree : degrees) {
+    for (bool graphs : {false, true}) {
+      SCOPED_TRACE("degree " + std::to_string(degree) + (graphs ? ", graphs" : ", eager"));
+      CudaBackendOptions o = options(CudaDtype::F32);
+      o.tensor_parallel_degree = degree;
+      o.cuda_graphs = graphs;
+      auto backend = make_cuda_backend(model, o);
+      ASSERT_TRUE(backend->draws_sharded());
+      std::vector<std::vector<int32_t>> blocks(static_cast<size_t>(rows));
+      int next_block = 0;
+      for (int i = 0; i < rows; ++i)
+        for (int b = 0; b * o.kv_block_size < int(prompts[size_t(i)].size()) + steps; ++b)
+          blocks[size_t(i)].push_back(next_block++);
+      std::vector<std::vector<int32_t>> next = prompts;
+      std::vector<int> start(static_cast<size_t>(rows), 0);
+      for (int step = 0; step < steps; ++step) {
+        std::vector<BatchChunk> chunks;
+        std::vector<SampleSpec> specs(static_cast<size_t>(rows));
+        std::vector<kernels::SamplingRow> params;
+        for (int i = 0; i < rows; ++i) {
+          chunks.push_back({next[size_t(i)], start[size_t(i)], blocks[size_t(i)], true});
+          kernels::SamplingRow& p = specs[size_t(i)].params;
+          p.greedy = i % 2 == 0;
+          p.temperature = 0.8f + 0.4f * float(i);
+          p.seed = 77 + uint64_t(i);
+          p.step = uint64_t(step);
+          params.push_back(p);
+        }
+        std::vector<SampledToken> drawn(static_cast<size_t>(rows));
+        backend->forward_sample(chunks, specs, drawn);
+        std::vector<float> logits;  // the same step again (the same K/V written), gathered
+        backend->forward(chunks, logits);
+        const std::vector<SampledToken> want = gpu_draw(logits, V, params);
+        for (int i = 0; i < rows; ++i) {
+          SCOPED_TRACE("step " + std::to_string(step) + ", row " + std::to_string(i));
+          EXPECT_EQ(drawn[size_t(i)].id, want[size_t(i)].id);
+          EXPECT_NEAR(drawn[size_t(i)].logprob, want[size_t(i)].logprob,
+                      1e-5 * std::max(1.0f, std::fabs(want[size_t(i)].logprob)) + 1e-5);
+          start[size_t(i)] += int(next[size_t(i)].size());
+          next[size_t(i)] = {drawn[size_t(i)].id};
+        }
+      }
     }
   }
   EXPECT_FALSE(degrees.empty()) << "no degree in 2.." << std::min(gpus, 4) << " splits " << GetParam();

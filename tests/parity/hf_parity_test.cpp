@@ -22,6 +22,7 @@
 #include "engine/model/model.h"
 #include "engine/model/shard.h"
 #include "tests/support/parity_fixtures.h"
+#include "tests/support/splitting_degrees.h"
 
 namespace lmx {
 namespace {
@@ -53,19 +54,6 @@ std::unique_ptr<Backend> backend_for(const LoadedModel& m, int sequences, int to
                           tensor_parallel_degree);
 }
 
-// Tensor-parallel degrees that split the model (heads, KV heads or their replication, MLP).
-std::vector<int> splitting_degrees(const DecoderDesc& d) {
-  std::vector<int> degrees;
-  for (int n : {2, 3, 4}) {
-    try {
-      rank_desc(d, {0, n});
-      degrees.push_back(n);
-    } catch (const Error&) {
-    }
-  }
-  return degrees;
-}
-
 class HfParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfParity, GreedyTokensAndLogitsAlone) {
@@ -91,7 +79,7 @@ TEST_P(HfParity, GreedyTokensAndLogitsAlone) {
 TEST_P(HfParity, TensorParallelRanksMatchTransformers) {
   const auto f = open_parity_fixture(GetParam());
   const LoadedModel model = load_model(f.model_dir);
-  const auto degrees = splitting_degrees(model.desc);
+  const auto degrees = testing::splitting_degrees(model.desc);
   ASSERT_FALSE(degrees.empty()) << "no degree in 2..4 splits " << GetParam();
   const auto requests = greedy_requests(f.expected["cases"], true);
   for (int degree : degrees) {
@@ -144,7 +132,7 @@ TEST(HfParityCoverage, TensorParallelSplitsThatNeedCare) {
   std::set<std::string> split_archs;
   for (const auto& name : parity_fixture_names()) {
     const LoadedModel model = load_model(open_parity_fixture(name).model_dir);
-    for (int degree : splitting_degrees(model.desc)) {
+    for (int degree : testing::splitting_degrees(model.desc)) {
       split_archs.insert(model.desc.architecture);
       replicated_kv |= degree > model.desc.num_kv_heads;
       padded_vocab |= model.desc.vocab_size % degree != 0;

@@ -1,8 +1,10 @@
 // Sampling as the engine does it (SamplingParams -> kernels/sampling.h's CPU draw): greedy,
 // penalties, filters, seeds and the sampled distribution itself.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -188,6 +190,67 @@ TEST(TopLogprobs, AreTheLargestLogSoftmaxValuesInOrder) {
   const auto b = top_logprobs(big, 2);
   EXPECT_TRUE(std::isfinite(b[0].logprob) && std::isfinite(b[1].logprob));
   EXPECT_LE(b[0].logprob, 0.0f);
+}
+
+// Rows split over `ranks` vocabulary shards of ceil(vocab / ranks) columns (the last padded with
+// values the draw must not read), drawn by draw_partials + combine_draws: the token sample() draws
+// from the whole row, and its log-prob within float rounding.
+TEST(ShardedDraw, EqualsTheDrawOverTheWholeRow) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const int n = 24;
+  for (int vocab : {1, 7, 50, 1003}) {
+    std::vector<float> logits(size_t(n) * vocab);
+    for (float& l : logits) l = normal(rng);
+    for (int r = 0; r < n; r += 4)  // exact ties between two ids, possibly on different ranks
+      logits[size_t(r) * vocab + rng() % vocab] = logits[size_t(r) * vocab + rng() % vocab] = 40.0f;
+    std::vector<kernels::SamplingRow> params(n);
+    for (int r = 0; r < n; ++r) {
+      params[r].greedy = r % 3 == 0;
+      params[r].temperature = 0.3f + 0.4f * float(r % 4);
+      params[r].seed = rng();
+      params[r].step = uint64_t(r);
+      params[r].top_k = r % 5 == 1 ? vocab : 0;  // top-k of the whole vocabulary is off
+      ASSERT_TRUE(kernels::shardable_draw(params[r], vocab));
+    }
+    std::vector<int32_t> want_ids(n);
+    std::vector<float> want_lp(n);
+    kernels::cpu::sample(logits.data(), n, vocab, params.data(), nullptr, 0, nullptr,
+                         want_ids.data(), want_lp.data());
+    for (int ranks = 1; ranks <= 4; ++ranks) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + ", ranks " + std::to_string(ranks));
+      const int per = (vocab + ranks - 1) / ranks;
+      std::vector<kernels::DrawPartial> parts(size_t(ranks) * n);
+      for (int k = 0; k < ranks; ++k) {
+        const int first = k * per, cols = std::clamp(vocab - first, 0, per);
+        std::vector<float> shard(size_t(n) * per, std::numeric_limits<float>::infinity());
+        for (int r = 0; r < n; ++r)
+          std::copy_n(logits.begin() + ptrdiff_t(r) * vocab + first, cols,
+                      shard.begin() + ptrdiff_t(r) * per);
+        kernels::cpu::draw_partials(shard.data(), n, per, cols, first, params.data(),
+                                    parts.data() + size_t(k) * n);
+      }
+      std::vector<int32_t> ids(n);
+      std::vector<float> lp(n);
+      kernels::cpu::combine_draws(parts.data(), ranks, n, ids.data(), lp.data());
+      EXPECT_EQ(ids, want_ids);
+      for (int r = 0; r < n; ++r)
+        EXPECT_NEAR(lp[r], want_lp[r], 1e-5 * std::max(1.0f, std::abs(want_lp[r]))) << "row " << r;
+    }
+  }
+}
+
+TEST(ShardedDraw, OnlyRowsWithoutFiltersOrPenaltyAreShardable) {
+  kernels::SamplingRow p;
+  EXPECT_TRUE(kernels::shardable_draw(p, 100));
+  p.top_k = 99;
+  EXPECT_FALSE(kernels::shardable_draw(p, 100));
+  p.top_k = 0;
+  p.top_p = 0.9f;
+  EXPECT_FALSE(kernels::shardable_draw(p, 100));
+  p.top_p = 1.0f;
+  p.repetition_penalty = 1.1f;
+  EXPECT_FALSE(kernels::shardable_draw(p, 100));
 }
 
 }  // namespace

@@ -173,6 +173,7 @@ class CudaBackend final : public Backend {
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
     LMX_CUDA_CHECK(cudaSetDevice(device_));  // the caller's thread may not have made it current
     const int rows = enqueue(chunks);
+    gather_logits(rows);
     download_logits(rows, logits);
     finish_step();
   }
@@ -180,7 +181,19 @@ class CudaBackend final : public Backend {
   // Tensor-parallel ranks other than the leader: the step's work and collectives, no logits copy.
   void forward_discard(std::span<const BatchChunk> chunks) override {
     LMX_CUDA_CHECK(cudaSetDevice(device_));
-    enqueue(chunks);
+    gather_logits(enqueue(chunks));
+    finish_step();
+  }
+
+  // Tensor parallelism: rows that draw_without_gather are drawn from every rank's own logits.
+  bool draws_sharded() const override { return tp_.ranks > 1; }
+
+  void forward_sample_discard(std::span<const BatchChunk> chunks,
+                              std::span<const kernels::SamplingRow> params) override {
+    LMX_CUDA_CHECK(cudaSetDevice(device_));
+    const int rows = enqueue(chunks);
+    check_sample_rows(params.size(), params.size(), size_t(rows));
+    draw_together(params);
     finish_step();
   }
 
@@ -191,8 +204,17 @@ class CudaBackend final : public Backend {
     LMX_CUDA_CHECK(cudaSetDevice(device_));
     const int rows = enqueue(chunks);
     check_sample_rows(specs.size(), out.size(), size_t(rows));
-    if (logits) download_returned_rows(specs, *logits);
     const PackedSampleRows p = pack_sample_rows(specs);
+    if (draws_sharded() && draw_without_gather(specs, desc_.vocab_size)) {
+      draw_together(p.params);
+      mark("sampling");
+      k::combine_draws(draw_all_.get(), tp_.ranks, rows, sample_ids_.get(), sample_logprobs_.get(),
+                       stream_);
+      mark("");
+      return finish_sample(rows, out);
+    }
+    gather_logits(rows);
+    if (logits) download_returned_rows(specs, *logits);
     if (p.has_history() && size_t(rows) * p.prev_stride > sample_prev_.size())
       throw_error("repetition-penalty histories of {} x {} ids exceed their buffer ({} ids)", rows,
                   p.prev_stride, sample_prev_.size());
@@ -207,12 +229,7 @@ class CudaBackend final : public Backend {
               p.has_history() ? sample_len_.get() : nullptr, sample_ids_.get(),
               sample_logprobs_.get(), stream_);
     mark("");
-    std::vector<int32_t> ids(size_t(rows), 0);
-    std::vector<float> logprobs(size_t(rows), 0.0f);
-    download(sample_ids_.get(), ids);
-    download(sample_logprobs_.get(), logprobs);
-    finish_step();
-    for (int i = 0; i < rows; ++i) out[size_t(i)] = {ids[size_t(i)], logprobs[size_t(i)]};
+    finish_sample(rows, out);
   }
 
  private:
@@ -277,6 +294,16 @@ class CudaBackend final : public Backend {
       if (specs[i].return_logits)
         LMX_CUDA_CHECK(cudaMemcpyAsync(logits.data() + V * to++, logits_.get() + V * i,
                                        V * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  }
+
+  // The drawn ids and log-probs off the device, then the step's end.
+  void finish_sample(int rows, std::span<SampledToken> out) {
+    std::vector<int32_t> ids(size_t(rows), 0);
+    std::vector<float> logprobs(size_t(rows), 0.0f);
+    download(sample_ids_.get(), ids);
+    download(sample_logprobs_.get(), logprobs);
+    finish_step();
+    for (int i = 0; i < rows; ++i) out[size_t(i)] = {ids[size_t(i)], logprobs[size_t(i)]};
   }
 
   template <typename U>
@@ -622,13 +649,14 @@ class CudaBackend final : public Backend {
     if (!done) k::linear_f32_out<T>(gemm_, head_in, dense(head), out, rows, stream_);
     if (!lm_head_bias_.empty())
       k::bias_add<float>(out, lm_head_bias_.get(), nullptr, out, rows, head_rows, stream_);
-    if (tp_.ranks > 1) gather_logits(rows, head_rows);
   }
 
-  // logits_ [rows, vocab] from every rank's rank_logits_ [rows, per] (vocabulary rows
-  // [r * per, (r + 1) * per) of rank r; the padding past the vocabulary dropped).
-  void gather_logits(int rows, int per) {
-    if (rows == 0) return;  // every rank has the same rows: none gathers
+  // Tensor parallelism, after the step: logits_ [rows, vocab] from every rank's rank_logits_
+  // [rows, per] (vocabulary rows [r * per, (r + 1) * per) of rank r; the padding past the
+  // vocabulary dropped). Outside the decode graphs: a step that draws without gathering skips it.
+  void gather_logits(int rows) {
+    if (tp_.ranks == 1 || rows == 0) return;  // every rank has the same rows: none gathers
+    const int per = int(w_.lm_head.out);
     mark("logits_gather");
     const size_t n = size_t(rows) * per;
     comm_->all_gather(rank_logits_.get(), gathered_logits_.get(), n, DeviceDtype::F32, stream_);
@@ -640,6 +668,25 @@ class CudaBackend final : public Backend {
                                        size_t(per) * sizeof(float), size_t(cols) * sizeof(float),
                                        size_t(rows), cudaMemcpyDeviceToDevice, stream_));
     }
+    mark("");
+  }
+
+  // Tensor parallelism: the rows' draws from this rank's logits, every rank's partials gathered
+  // into draw_all_ [ranks, rows] (kernels/sampling.h) instead of the logits.
+  void draw_together(std::span<const kernels::SamplingRow> params) {
+    const int rows = int(params.size()), per = int(w_.lm_head.out);
+    const int first = tp_.rank * per, cols = std::clamp(desc_.vocab_size - first, 0, per);
+    mark("sampling");
+    LMX_CUDA_CHECK(cudaMemcpyAsync(sample_params_.get(), params.data(),
+                                   params.size() * sizeof(kernels::SamplingRow),
+                                   cudaMemcpyHostToDevice, stream_));
+    k::draw_partials(rank_logits_.get(), rows, per, cols, first, sample_params_.get(),
+                     draw_mine_.get(), stream_);
+    constexpr size_t kFloats = sizeof(kernels::DrawPartial) / sizeof(float);
+    comm_->all_gather(reinterpret_cast<const float*>(draw_mine_.get()),
+                      reinterpret_cast<float*>(draw_all_.get()), size_t(rows) * kFloats,
+                      DeviceDtype::F32, stream_);
+    mark("");
   }
 
   // The captured batch size that holds `seqs` decode tokens (engine/backend/decode_graph_buckets.h):
@@ -933,6 +980,8 @@ class CudaBackend final : public Backend {
     if (tp_.ranks > 1) {  // this rank's vocabulary rows, and every rank's gathered
       rank_logits_ = DeviceBuffer<float>(S * size_t(w_.lm_head.out));
       gathered_logits_ = DeviceBuffer<float>(size_t(tp_.ranks) * rank_logits_.size());
+      draw_mine_ = DeviceBuffer<kernels::DrawPartial>(S);
+      draw_all_ = DeviceBuffer<kernels::DrawPartial>(size_t(tp_.ranks) * S);
     }
     sample_params_ = DeviceBuffer<kernels::SamplingRow>(S);
     sample_prev_ = DeviceBuffer<int32_t>(S * size_t(desc_.max_position_embeddings));
@@ -1041,6 +1090,7 @@ class CudaBackend final : public Backend {
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
   DeviceBuffer<float> logits_;  // [sequences, vocab]
   DeviceBuffer<float> rank_logits_, gathered_logits_;  // TP: [S, per], [ranks, S, per]
+  DeviceBuffer<kernels::DrawPartial> draw_mine_, draw_all_;  // TP draws: [S], [ranks, S]
   DeviceBuffer<kernels::SamplingRow> sample_params_;  // [S] the step's draws
   DeviceBuffer<int32_t> sample_prev_, sample_len_;    // [S, positions], [S] penalty histories
   DeviceBuffer<int32_t> sample_ids_;                  // [S] drawn ids
