@@ -3,6 +3,10 @@
 //              [--repetition-penalty R] [--ignore-eos] [--json] [--dump-logits]
 //              [--tensor-parallel-degree N]   (cpu: ranks as threads, or one a process under mpirun)
 //              [--quantize dynamic_int8|smoothquant|fp8 ...]   (int8 weights)
+//              [--report-load]   (stderr: load time and peak host RSS)
+#include <sys/resource.h>
+
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -31,13 +35,14 @@ constexpr const char* kUsage =
     "                    [--device cpu|cuda [--dtype fp16|bf16|fp32]] [--greedy | --temperature T\n"
     "                    --top-k K --top-p P"
     " --seed S] [--repetition-penalty R] [--ignore-eos] [--json]\n"
-    "                    [--dump-logits] [--verbose] [--tensor-parallel-degree N]\n"
+    "                    [--dump-logits] [--verbose] [--report-load] [--tensor-parallel-degree N]\n"
     "                    [--quantize dynamic_int8|smoothquant|fp8 ...] (see below)\n"
     "  sampling without --seed uses a random seed\n"
     "  --dump-logits adds last_prompt_logits and step_logits (the fp32 logits of the next 4\n"
     "  draws: entry i chose generated token i + 1) to the --json output\n"
     "  --tensor-parallel-degree N splits the model over N ranks (cpu: threads; cuda: one GPU a\n"
-    "  rank over NCCL; started by mpirun -np N: one rank a process, process 0 prints)\n";
+    "  rank over NCCL; started by mpirun -np N: one rank a process, process 0 prints)\n"
+    "  --report-load prints the load time and the process's peak host RSS on stderr\n";
 
 // Decode steps whose logits --dump-logits prints (the parity fixtures compare as many).
 constexpr int kDumpedDecodeSteps = 4;
@@ -64,6 +69,17 @@ bool has_tokenizer_files(const std::string& dir) {
          (fs::exists(fs::path(dir) / "vocab.json") && fs::exists(fs::path(dir) / "merges.txt"));
 }
 
+// One line on stderr: the seconds from reading the checkpoint to every rank's weights on its
+// device, and the process's peak resident memory so far (every rank that is a thread of it).
+void report_load(std::chrono::steady_clock::time_point start) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
+  std::fprintf(stderr, "load: %.2f s, peak host RSS %.3f GiB\n", seconds,
+               double(usage.ru_maxrss) / (1024.0 * 1024.0));
+}
+
 }  // namespace
 
 int run_generate(int argc, char** argv) {
@@ -77,7 +93,7 @@ int run_generate(int argc, char** argv) {
                   with_quant_flags({"--model", "--prompt", "--prompt-ids", "--max-new-tokens", "--device", "--dtype",
                    "--temperature", "--top-k", "--top-p", "--seed", "--repetition-penalty",
                    "--tensor-parallel-degree"}),
-                  {"--greedy", "--ignore-eos", "--json", "--dump-logits", "--verbose"});
+                  {"--greedy", "--ignore-eos", "--json", "--dump-logits", "--verbose", "--report-load"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   const std::string model_dir = args.require("--model");
   if (args.has("--prompt") == args.has("--prompt-ids"))
@@ -101,6 +117,7 @@ int run_generate(int argc, char** argv) {
   request.params.return_prompt_logits = args.has("--dump-logits");
   if (args.has("--dump-logits")) request.params.return_step_logits = kDumpedDecodeSteps;
 
+  const auto load_start = std::chrono::steady_clock::now();
   const LoadedModel model = load_quantized(model_dir, quant_from_args(args));
   const int block_size = 16;
   const int tokens = int(request.prompt.size()) + request.params.max_new_tokens;
@@ -128,6 +145,7 @@ int run_generate(int argc, char** argv) {
     throw_error("--device cuda: this build has no CUDA backend (configure with CUDA)");
 #endif
   }
+  if (args.has("--report-load")) report_load(load_start);
   Generator generator(*backend);
   const GenerationResult result = generator.generate(std::span(&request, 1)).front();
 

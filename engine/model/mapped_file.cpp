@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "engine/core/error.h"
@@ -35,6 +36,15 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+void release_mapped_pages(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return;
+  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size() + page - 1) & ~(page - 1);
+  // Advice only: a failure leaves the pages resident, which is correct, just larger.
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace lmx

@@ -1,6 +1,7 @@
 #include "engine/model/weight_map.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <numeric>
 
@@ -8,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/load_deadline.h"
+#include "engine/model/mapped_file.h"
 
 namespace lmx {
 namespace {
@@ -335,6 +337,27 @@ void require_finite(const TensorView& part, const float* values, int64_t n, int6
 
 }  // namespace
 
+namespace {
+
+// The checkpoint pages materialize_f32 read (stored rows [first, last] of each part, or the whole
+// part when transposed), released from the process's memory (engine/model/mapped_file.h).
+void release_read_pages(const WeightRef& ref, std::span<const std::pair<int64_t, int64_t>> read_rows,
+                        int64_t full_cols) {
+  for (size_t p = 0; p < ref.parts.size(); ++p) {
+    const auto [first, last] = read_rows[p];
+    if (last < first) continue;
+    const std::span<const std::byte> data = ref.parts[p]->data;
+    if (ref.transposed) {
+      release_mapped_pages(data);
+      continue;
+    }
+    const size_t row_bytes = size_t(full_cols) * dtype_size(ref.parts[p]->dtype);
+    release_mapped_pages(data.subspan(size_t(first) * row_bytes, size_t(last - first + 1) * row_bytes));
+  }
+}
+
+}  // namespace
+
 void materialize_f32(const WeightRef& ref, float* dst) {
   check_load_deadline();  // option.model_loading_timeout: an abandoned load stops at a tensor
   const int64_t rows = ref.shape[0], cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
@@ -352,6 +375,8 @@ void materialize_f32(const WeightRef& ref, float* dst) {
   // Transposed parts (GPT-2's Conv1D, [cols, rows]) are converted whole, one part at a time.
   std::vector<float> transposed_part;
   int transposed_index = -1;
+  // Each part's stored rows read, [first, last]: their pages are released at the end.
+  std::vector<std::pair<int64_t, int64_t>> read_rows(ref.parts.size(), {INT64_MAX, -1});
   for (int64_t i = 0; i < rows; ++i) {
     float* out = dst + i * cols;
     const int64_t stored = ref.row_order.empty() ? i : ref.row_order[size_t(i)];
@@ -363,6 +388,7 @@ void materialize_f32(const WeightRef& ref, float* dst) {
                             part_start.begin() - 1);
     const TensorView& part = *ref.parts[p];
     const int64_t r = stored - part_start[p];
+    read_rows[p] = {std::min(read_rows[p].first, r), std::max(read_rows[p].second, r)};
     if (!ref.transposed) {
       const size_t elem = dtype_size(part.dtype);
       for (auto [b, e] : col_ranges) {
@@ -383,6 +409,7 @@ void materialize_f32(const WeightRef& ref, float* dst) {
         for (int64_t c = b; c < e; ++c) *out++ = transposed_part[size_t(c * part_rows + r)];
     }
   }
+  release_read_pages(ref, read_rows, full_cols);
 }
 
 std::vector<float> materialize_f32(const WeightRef& ref) {
