@@ -1,7 +1,9 @@
 #include "container/log_format.h"
 
 #include <memory>
+#include <string>
 
+#include <fmt/format.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
@@ -39,9 +41,11 @@ class OneLineMessage : public spdlog::custom_flag_formatter {
 
 }  // namespace
 
-void use_one_line_logs() {
+void use_one_line_logs(std::string_view tag) {
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
-  formatter->add_flag<OneLineMessage>('*').set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %*");
+  const std::string prefix = tag.empty() ? std::string() : fmt::format("[{}] ", one_line(tag));
+  formatter->add_flag<OneLineMessage>('*').set_pattern(
+      fmt::format("[%Y-%m-%d %H:%M:%S.%e] {}[%l] %*", prefix));
   spdlog::set_formatter(std::move(formatter));
 }
 

@@ -8,8 +8,9 @@
 
 namespace lmx::server {
 
-// "[2025-01-31 12:00:00.123] [info] message" on stdout, for every logger.
-void use_one_line_logs();
+// "[2025-01-31 12:00:00.123] [info] message" on stdout, for every logger; with a `tag`,
+// "[2025-01-31 12:00:00.123] [tag] [info] message" (a follower process's rank).
+void use_one_line_logs(std::string_view tag = {});
 // The escaping alone (tests).
 std::string one_line(std::string_view message);
 

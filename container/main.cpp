@@ -3,6 +3,8 @@
 //            [--write-timeout S] [--max-connections N] [--overrides JSON]
 // Loads the LMX plugin with dlopen (never linked), loads the model in the background (GET /ping
 // says "loading" meanwhile) and serves SageMaker, DJL and OpenAI-style HTTP. See docs/serving.md.
+// Under mpirun only process 0 serves; the others run their tensor-parallel rank
+// (docs/tensor-parallel.md).
 #include <unistd.h>
 
 #include <climits>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "container/log_format.h"
+#include "container/process_role.h"
 #include "container/server.h"
 #include "plugin/json_bounds.h"
 
@@ -140,6 +143,23 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "lmx-server: " << e.what() << "\n";
     return 1;
+  }
+  // Under mpirun only process 0 serves; the others run their rank (container/process_role.h).
+  lmx::server::ProcessRole role;
+  try {
+    role = lmx::server::process_role(api);
+  } catch (const std::exception& e) {
+    std::cerr << "lmx-server: " << e.what() << "\n";
+    return 1;
+  }
+  if (role.follower()) {
+    return lmx::server::run_follower_process(api, role, opt.model_dir, overrides);
+  }
+  if (role.leads_group()) {
+    opt.exit_if_model_fails = true;
+    spdlog::info("process 0 of {} started by mpirun: serving; processes 1-{} run their "
+                 "tensor-parallel ranks",
+                 role.processes, role.processes - 1);
   }
   lmx::server::Model model(api, opt.model_dir, opt.model_name);
   lmx::server::ServerContext ctx;

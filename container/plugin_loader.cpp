@@ -44,10 +44,10 @@ PluginApi PluginApi::load(const std::string& path) {
   resolve(api.library, path, "lmx_last_error", api.last_error);
   resolve(api.library, path, "lmx_last_error_field", api.last_error_field);
   resolve(api.library, path, "lmx_set_log_callback", api.set_log_callback);
-  if (api.set_log_callback(&forward_plugin_log, nullptr,
-                           static_cast<int32_t>(spdlog::get_level())) != LMX_STATUS_OK) {
-    throw std::runtime_error("plugin " + path +
-                             ": lmx_set_log_callback failed: " + api.last_error());
+  try {
+    api.route_logs();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("plugin " + path + ": " + e.what());
   }
   resolve(api.library, path, "lmx_create", api.create);
   resolve(api.library, path, "lmx_predict", api.predict);
@@ -56,7 +56,17 @@ PluginApi PluginApi::load(const std::string& path) {
   resolve(api.library, path, "lmx_health", api.health);
   resolve(api.library, path, "lmx_free_string", api.free_string);
   resolve(api.library, path, "lmx_destroy", api.destroy);
+  resolve(api.library, path, "lmx_process_rank", api.process_rank);
+  resolve(api.library, path, "lmx_run_follower", api.run_follower);
   return api;
+}
+
+void PluginApi::route_logs() const {
+  if (set_log_callback(&forward_plugin_log, nullptr, static_cast<int32_t>(spdlog::get_level())) !=
+      LMX_STATUS_OK) {
+    throw std::runtime_error(std::string("the plugin's lmx_set_log_callback failed: ") +
+                             last_error());
+  }
 }
 
 const char* model_state_name(ModelState s) {

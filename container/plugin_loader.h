@@ -28,10 +28,15 @@ struct PluginApi {
   lmx_status (*health)(lmx_handle*, char**) = nullptr;
   void (*free_string)(char*) = nullptr;
   lmx_status (*destroy)(lmx_handle*) = nullptr;
+  lmx_status (*process_rank)(int32_t*, int32_t*) = nullptr;
+  lmx_status (*run_follower)(const char*, const char*) = nullptr;
 
   // Throws std::runtime_error naming the path, the missing symbol or the ABI mismatch. The
   // plugin's log lines are routed into this server's spdlog logger at its level.
   static PluginApi load(const std::string& path);
+  // Routes the plugin's log lines into this server's spdlog logger at its level now (after the
+  // level changed). Throws std::runtime_error when the plugin refuses.
+  void route_logs() const;
 };
 
 enum class ModelState { Loading, Ready, Failed, Stopped };

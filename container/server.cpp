@@ -55,6 +55,27 @@ int serve(ServerContext& ctx) {
     poll_drain();
   });
 
+  // Process 0 of an mpirun group does not serve a model that failed to load: the other processes
+  // have failed too or wait for it in vain, and end when this process exits.
+  int exit_code = 0;
+  net::steady_timer load_watch(ioc);
+  std::function<void()> watch_load = [&] {
+    if (ctx.model->state() == ModelState::Failed) {
+      spdlog::error("lmx-server: the model failed to load; process 0 of a tensor-parallel process "
+                    "group exits (1) instead of serving without its ranks");
+      exit_code = 1;
+      listener->close();
+      ioc.stop();
+      return;
+    }
+    if (ctx.model->state() != ModelState::Loading) return;
+    load_watch.expires_after(std::chrono::milliseconds(100));
+    load_watch.async_wait([&](boost::system::error_code ec) {
+      if (!ec) watch_load();
+    });
+  };
+  if (ctx.options.exit_if_model_fails) watch_load();
+
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
   ioc.run();
@@ -62,7 +83,7 @@ int serve(ServerContext& ctx) {
   // Nothing is answered any more: finish what the engine still holds and free it.
   ctx.model->stop();
   spdlog::info("lmx-server stopped");
-  return 0;
+  return exit_code;
 }
 
 }  // namespace lmx::server

@@ -6,7 +6,8 @@
 
 namespace lmx::server {
 
-// Serves until a termination signal has been handled. Returns the process exit code.
+// Serves until a termination signal has been handled, or until the model failed to load when
+// options.exit_if_model_fails. Returns the process exit code (1 for the latter).
 int serve(ServerContext& ctx);
 
 }  // namespace lmx::server

@@ -22,6 +22,9 @@ struct ServerOptions {
   int read_timeout_s = 60;     // a request's header, and then its body, must arrive within this
   int write_timeout_s = 60;    // each write of a response must finish within this
   int max_connections = 4096;  // lowered at startup to fit the descriptor limit
+  // Process 0 of an mpirun group: a model that fails to load ends the server (exit 1), since the
+  // other processes cannot go on without it (container/process_role.h).
+  bool exit_if_model_fails = false;
 };
 
 struct ServerContext {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/api/engine.h"
+#include "engine/api/process_group.h"
 #include "engine/core/log.h"
 #include "plugin/chat_prompt.h"
 #include "plugin/handle.h"
@@ -134,6 +135,32 @@ HandleRegistry::Lease lease(const lmx_handle* token, const char* fn, lmx_status&
                           fn, static_cast<const void*>(token)));
   }
   return h;
+}
+
+// This process's place in an mpirun group (lmx::process_group_place), or a CONFIG_ERROR failure
+// when the launcher's environment is inconsistent.
+lmx_status read_process_group_place(lmx::ProcessGroupPlace& place) {
+  return guarded(LMX_STATUS_CONFIG_ERROR, [&]() -> lmx_status {
+    place = lmx::process_group_place();
+    return LMX_STATUS_OK;
+  });
+}
+
+// serving.properties + OPTION_* + overrides_json, as lmx_create and lmx_run_follower read them.
+lmx_status load_config(const char* model_dir, const char* overrides_json,
+                       lmx::properties::ServingConfig& config) {
+  std::vector<lmx::properties::Override> overrides;
+  lmx_status st = guarded(LMX_STATUS_INVALID_ARGUMENT, [&]() -> lmx_status {
+    overrides = lmx::plugin::parse_overrides(overrides_json);
+    return LMX_STATUS_OK;
+  });
+  if (st != LMX_STATUS_OK) return st;
+  return guarded(LMX_STATUS_CONFIG_ERROR, [&]() -> lmx_status {
+    config = lmx::properties::load_serving_config(
+        model_dir, lmx::properties::Environment::from_process(),
+        lmx::properties::EngineCapabilities::this_build(), overrides);
+    return LMX_STATUS_OK;
+  });
 }
 
 // Waits for the final updates of a lmx_predict call's requests.
@@ -296,20 +323,16 @@ LMX_API lmx_status lmx_create(const char* model_dir, const char* overrides_json,
   if (lmx_status st = refuse_from_log_callback("lmx_create")) return st;
   if (lmx_status st = require(model_dir, "lmx_create", "model_dir")) return st;
   if (lmx_status st = require(out_handle, "lmx_create", "out_handle")) return st;
-  std::vector<lmx::properties::Override> overrides;
-  lmx_status st = guarded(LMX_STATUS_INVALID_ARGUMENT, [&]() -> lmx_status {
-    overrides = lmx::plugin::parse_overrides(overrides_json);
-    return LMX_STATUS_OK;
-  });
-  if (st != LMX_STATUS_OK) return st;
+  lmx::ProcessGroupPlace place;
+  if (lmx_status st = read_process_group_place(place)) return st;
+  if (place.follower())
+    return fail(LMX_STATUS_INVALID_ARGUMENT,
+                fmt::format("lmx_create: this process is rank {} of {} processes started by "
+                            "mpirun; only process 0 serves the model, the others run their rank "
+                            "with lmx_run_follower",
+                            place.rank, place.processes));
   lmx::properties::ServingConfig config;
-  st = guarded(LMX_STATUS_CONFIG_ERROR, [&]() -> lmx_status {
-    config = lmx::properties::load_serving_config(
-        model_dir, lmx::properties::Environment::from_process(),
-        lmx::properties::EngineCapabilities::this_build(), overrides);
-    return LMX_STATUS_OK;
-  });
-  if (st != LMX_STATUS_OK) return st;
+  if (lmx_status st = load_config(model_dir, overrides_json, config)) return st;
   return guarded(LMX_STATUS_LOAD_ERROR, [&]() -> lmx_status {
     auto handle = std::make_shared<Handle>();
     handle->engine = lmx::Engine::create(config);
@@ -320,6 +343,38 @@ LMX_API lmx_status lmx_create(const char* model_dir, const char* overrides_json,
         config.tool_call_parser);
     handle->streams = std::make_unique<StreamDelivery>(config.max_stream_buffer_bytes);
     *out_handle = HandleRegistry::instance().add(std::move(handle));
+    return LMX_STATUS_OK;
+  });
+}
+
+LMX_API lmx_status lmx_process_rank(int32_t* rank, int32_t* processes) {
+  clear_error();
+  if (lmx_status st = refuse_from_log_callback("lmx_process_rank")) return st;
+  if (lmx_status st = require(rank, "lmx_process_rank", "rank")) return st;
+  if (lmx_status st = require(processes, "lmx_process_rank", "processes")) return st;
+  lmx::ProcessGroupPlace place;
+  if (lmx_status st = read_process_group_place(place)) return st;
+  *rank = place.rank;
+  *processes = place.processes;
+  return LMX_STATUS_OK;
+}
+
+LMX_API lmx_status lmx_run_follower(const char* model_dir, const char* overrides_json) {
+  clear_error();
+  if (lmx_status st = refuse_from_log_callback("lmx_run_follower")) return st;
+  if (lmx_status st = require(model_dir, "lmx_run_follower", "model_dir")) return st;
+  lmx::ProcessGroupPlace place;
+  if (lmx_status st = read_process_group_place(place)) return st;
+  if (!place.follower())
+    return fail(LMX_STATUS_INVALID_ARGUMENT,
+                fmt::format("lmx_run_follower: this process is rank 0 of {}, which serves the "
+                            "model with lmx_create; only the other processes of an mpirun group "
+                            "follow it",
+                            place.processes));
+  lmx::properties::ServingConfig config;
+  if (lmx_status st = load_config(model_dir, overrides_json, config)) return st;
+  return guarded(LMX_STATUS_LOAD_ERROR, [&]() -> lmx_status {
+    lmx::run_follower(config);
     return LMX_STATUS_OK;
   });
 }

@@ -1,6 +1,9 @@
 #include "engine/parallel/mpi_communicator.h"
 
+#include <atomic>
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 #include "engine/core/error.h"
 
@@ -25,6 +28,38 @@ bool launched_by_mpi() {
   return false;
 }
 
+LaunchedRank launched_rank() {
+  struct Names {
+    const char* size;
+    const char* rank;
+  };
+  for (const Names& n : {Names{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                         Names{"PMI_SIZE", "PMI_RANK"}}) {
+    const char* size_text = std::getenv(n.size);
+    const int size = size_text == nullptr ? 0 : std::atoi(size_text);
+    if (size <= 1) continue;
+    const char* rank_text = std::getenv(n.rank);
+    int rank = -1;
+    if (rank_text != nullptr) {
+      const char* end = rank_text + std::strlen(rank_text);
+      auto [ptr, ec] = std::from_chars(rank_text, end, rank);
+      if (ec != std::errc() || ptr != end) rank = -1;
+    }
+    if (rank < 0 || rank >= size)
+      throw_error("this process was started by an MPI launcher ({}={}) but {} is {}, not a rank "
+                  "from 0 to {}",
+                  n.size, size_text, n.rank, rank_text == nullptr ? "unset" : rank_text, size - 1);
+    return {rank, size};
+  }
+  return {};
+}
+
+namespace {
+std::atomic<bool> g_group_ended_together{false};
+}  // namespace
+
+void mpi_group_ended_together() { g_group_ended_together = true; }
+
 #if LMX_HAVE_MPI
 namespace {
 
@@ -36,8 +71,9 @@ void check(int rc, const char* what) {
   throw_error("MPI {} failed: {}", what, std::string(text, size_t(len)));
 }
 
-// MPI_Init once a process; MPI_Finalize when the process exits. The collectives of one group are
-// made by one thread at a time (the engine's), so MPI_THREAD_SERIALIZED is enough.
+// MPI_Init once a process; MPI_Finalize when the process exits, if the group ended together
+// (mpi_group_ended_together). The collectives of one group are made by one thread at a time (the
+// engine's), so MPI_THREAD_SERIALIZED is enough.
 void ensure_initialized() {
   static const bool initialized = [] {
     int done = 0;
@@ -50,7 +86,7 @@ void ensure_initialized() {
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (!finalized) MPI_Finalize();
+        if (!finalized && g_group_ended_together) MPI_Finalize();
       });
     }
     return true;

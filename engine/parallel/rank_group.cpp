@@ -1,8 +1,11 @@
 #include "engine/parallel/rank_group.h"
 
 #include <exception>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "engine/backend/sample_rows.h"
 #include "engine/core/error.h"
@@ -59,6 +62,7 @@ class RankGroup final : public Backend {
   ~RankGroup() override {
     try {
       send_stop(comm_);
+      if (owned_comm_) mpi_group_ended_together();  // every process has the stop message
     } catch (const std::exception& e) {
       lmx::logger().error("tensor-parallel group: could not stop the other ranks: {}", e.what());
     }
@@ -106,6 +110,30 @@ class RankGroup final : public Backend {
   std::vector<std::thread> followers_;
 };
 
+// Every process of an MPI group learns every process's degree first, so that a process count
+// other than the degree, or degrees that differ between processes (given to some only), is the
+// same error on every process, and none is left waiting in a collective for the others.
+void check_same_degree(Communicator& comm, int degree) {
+  std::vector<float> degrees(size_t(comm.size()));  // small integers: exact in a float
+  const float mine = float(degree);
+  comm.all_gather(&mine, degrees.data(), 1);
+  std::string listed;
+  bool same = true;
+  for (size_t r = 0; r < degrees.size(); ++r) {
+    listed += fmt::format("{}process {}: {}", r == 0 ? "" : ", ", r, int(degrees[r]));
+    same = same && degrees[r] == degrees[0];
+  }
+  if (same && comm.size() == degree) return;
+  mpi_group_ended_together();  // every process throws here
+  if (!same)
+    throw_error("the processes of this mpirun group were given different tensor-parallel degrees "
+                "({}); give every process the same option.tensor_parallel_degree",
+                listed);
+  throw_error("mpirun started {} processes but the tensor-parallel degree is {}; start one "
+              "process a rank",
+              comm.size(), degree);
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_thread_group(int degree, const MakeRank& make_rank) {
@@ -143,6 +171,7 @@ std::unique_ptr<Backend> lead_group(std::unique_ptr<Communicator> comm, const Ma
   if (comm->rank() != 0) throw_error("internal: lead_group on rank {}", comm->rank());
   std::exception_ptr error;
   std::unique_ptr<Backend> leader = build_rank(*comm, make_rank, error);
+  if (!leader) mpi_group_ended_together();  // every rank agreed that one failed
   if (error) std::rethrow_exception(error);
   if (!leader)
     throw_error(
@@ -157,21 +186,19 @@ std::unique_ptr<Backend> lead_group(std::unique_ptr<Communicator> comm, const Ma
 void follow_leader(Communicator& comm, const MakeRank& make_rank) {
   std::exception_ptr error;
   std::unique_ptr<Backend> backend = build_rank(comm, make_rank, error);
+  if (!backend) mpi_group_ended_together();  // every rank agreed that one failed
   if (error) std::rethrow_exception(error);
   if (!backend)
     throw_error("tensor-parallel rank {}: another rank failed to build its part of the model",
                 comm.rank());
   run_steps(comm, *backend);
+  mpi_group_ended_together();  // the leader stopped the group
 }
 
 std::unique_ptr<Backend> launch_ranks(int degree, const MakeRank& make_rank) {
   if (!launched_by_mpi()) return make_thread_group(degree, make_rank);
   std::unique_ptr<Communicator> comm = make_mpi_communicator();
-  if (comm->size() != degree)
-    throw_error(
-        "mpirun started {} processes but the tensor-parallel degree is {}; start one "
-        "process a rank",
-        comm->size(), degree);
+  check_same_degree(*comm, degree);
   if (comm->rank() == 0) return lead_group(std::move(comm), make_rank);
   follow_leader(*comm, make_rank);
   return nullptr;

@@ -33,7 +33,9 @@ void follow_leader(Communicator& comm, const MakeRank& make_rank);
 // The group of `degree` ranks this process belongs to. Started by mpirun (launched_by_mpi()):
 // one rank a process, MPI's world of exactly `degree` processes; process 0 leads and gets the
 // Backend, the others follow the leader and get null once it stopped the group (the caller then
-// exits). Otherwise the ranks are threads of this process (make_thread_group).
+// exits). Every process first learns every other's degree: a process count other than the degree,
+// or degrees that differ between processes, is the same lmx::Error on every process.
+// Otherwise the ranks are threads of this process (make_thread_group).
 std::unique_ptr<Backend> launch_ranks(int degree, const MakeRank& make_rank);
 
 }  // namespace lmx

@@ -20,11 +20,14 @@ def free_port():
 
 
 class Server:
-    def __init__(self, server, plugin, model_dir, overrides=None, extra=()):
+    """`launcher`: words before the server's command line (e.g. mpirun -np 2): self.proc is then
+    the launcher's process."""
+
+    def __init__(self, server, plugin, model_dir, overrides=None, extra=(), launcher=()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        args = [server, "--model-dir", model_dir, "--port", str(self.port), "--host", "127.0.0.1",
-                "--plugin", plugin, "--threads", "4", *extra]
+        args = [*launcher, server, "--model-dir", model_dir, "--port", str(self.port),
+                "--host", "127.0.0.1", "--plugin", plugin, "--threads", "4", *extra]
         if overrides:
             args += ["--overrides", json.dumps(overrides)]
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"),

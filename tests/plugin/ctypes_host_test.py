@@ -18,6 +18,9 @@ Sections (all by default, or --section NAME ...):
   threads    16 threads on one handle: predict, list predict, streams, health; every answer right
   destroy    lmx_destroy under 16 threads of load: calls fail cleanly, every started stream gets
              its final chunk before destroy returns; two threads destroying one handle
+  ranks      a process's rank in an mpirun group, from the launcher's environment: a lone process
+             is rank 0 of 1 and may not follow; one that the environment calls rank 1 of 2 may
+             not lmx_create; an environment with a size but no valid rank is refused
   cuda       loading the plugin and serving on cpu maps no CUDA library (liblmx.so needs none);
              with a CUDA build on a GPU, option.device=cuda opens liblmx_cuda.so beside it on
              demand, and a liblmx.so without it says so (without a GPU, cuda is refused first:
@@ -61,6 +64,8 @@ SIGNATURES = {
     "lmx_health": (c_int32, [c_void_p, POINTER(c_void_p)]),
     "lmx_free_string": (None, [c_void_p]),
     "lmx_destroy": (c_int32, [c_void_p]),
+    "lmx_process_rank": (c_int32, [POINTER(c_int32), POINTER(c_int32)]),
+    "lmx_run_follower": (c_int32, [c_char_p, c_char_p]),
 }
 
 KEEP = []  # ctypes callbacks must outlive every call the library may make to them
@@ -270,6 +275,55 @@ def section_logging(r):
     h3, err = capture_fd(2, r.create)
     t.check("engine ready" not in err, f"default logging wrote info lines to stderr: {err!r}")
     lib.destroy(h3)
+
+
+def section_ranks(r):
+    """lmx_process_rank / lmx_run_follower and lmx_create's refusal in a follower, with the
+    launcher's environment (Open MPI's variables) set and unset around the calls: nothing here
+    initializes MPI, which would need a real launcher."""
+    t, lib = r.t, r.lib
+    inv, cfg = r.st("INVALID_ARGUMENT"), r.st("CONFIG_ERROR")
+    model = r.args.model.encode()
+    rank, processes = c_int32(-1), c_int32(-1)
+
+    def place():
+        st = lib.process_rank(byref(rank), byref(processes))
+        return st, rank.value, processes.value, lib.error()
+
+    t.check(place()[:3] == (0, 0, 1), f"a lone process is rank 0 of 1: {place()}")
+    st = lib.run_follower(model, None)
+    t.check(st == inv and "rank 0 of 1" in lib.error(),
+            f"lmx_run_follower in a lone process -> {st}: {lib.error()!r}")
+    st = lib.process_rank(None, byref(processes))
+    t.check(st == inv and "rank" in lib.error(), f"lmx_process_rank(NULL, ..) -> {st}")
+    st = lib.process_rank(byref(rank), None)
+    t.check(st == inv and "processes" in lib.error(), f"lmx_process_rank(.., NULL) -> {st}")
+    st = lib.run_follower(None, None)
+    t.check(st == inv and "model_dir" in lib.error(), f"lmx_run_follower(NULL) -> {st}")
+
+    saved = {k: os.environ.get(k) for k in ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")}
+    try:
+        os.environ.update(OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="1")
+        t.check(place()[:3] == (0, 1, 2), f"the launcher's rank 1 of 2: {place()}")
+        h = c_void_p()
+        st = lib.create(model, None, byref(h))
+        t.check(st == inv and h.value is None and "rank 1 of 2" in lib.error() and
+                "lmx_run_follower" in lib.error(),
+                f"lmx_create in a follower -> {st}, handle {h.value}: {lib.error()!r}")
+        os.environ["OMPI_COMM_WORLD_RANK"] = "2"
+        st = place()
+        t.check(st[0] == cfg and "OMPI_COMM_WORLD_RANK is 2" in st[3],
+                f"a rank outside the size -> {st}")
+        del os.environ["OMPI_COMM_WORLD_RANK"]
+        st = place()
+        t.check(st[0] == cfg and "unset" in st[3], f"a size without a rank -> {st}")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    t.check(place()[:3] == (0, 0, 1), f"rank 0 of 1 again: {place()}")
 
 
 def section_nulls(r, h):
@@ -620,7 +674,7 @@ def section_cuda(r):
 
 
 SECTIONS = ["symbols", "logging", "nulls", "garbage", "slow", "reentrant", "bound", "threads",
-            "destroy", "cuda"]
+            "destroy", "ranks", "cuda"]
 
 
 def main():
@@ -652,7 +706,7 @@ def main():
         fn = globals()["section_" + name]
         if name == "symbols":
             fn(r, funcs)
-        elif name in ("logging", "bound", "destroy", "cuda"):
+        elif name in ("logging", "bound", "destroy", "ranks", "cuda"):
             fn(r)
         else:
             fn(r, h)

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/api/engine.h"
+#include "engine/api/process_group.h"
 #include "properties/serving_config.h"
 
 namespace lmx {
@@ -213,6 +214,13 @@ class FakeEngine : public Engine {
 
 std::unique_ptr<Engine> Engine::create(const properties::ServingConfig& config) {
   return std::make_unique<FakeEngine>(config);
+}
+
+// The fake engine has no tensor-parallel ranks: every process is alone.
+ProcessGroupPlace process_group_place() { return {}; }
+
+void run_follower(const properties::ServingConfig&) {
+  throw Error("the fake engine has no tensor-parallel ranks to follow");
 }
 
 }  // namespace lmx

@@ -151,9 +151,34 @@ LMX_API lmx_status lmx_set_log_callback(lmx_log_callback callback, void* user_da
 
 /* Loads the model store `model_dir` (serving.properties + OPTION_* environment + `overrides_json`,
  * a JSON object of property keys to values, e.g. {"option.max_tokens": 512}; NULL or "" for none;
- * overrides win over everything). Blocks until the model is loaded. */
+ * overrides win over everything). Blocks until the model is loaded. In a process other than 0 of
+ * an mpirun group (lmx_process_rank) it loads nothing: LMX_STATUS_INVALID_ARGUMENT saying that
+ * such a process runs lmx_run_follower instead. */
 LMX_API lmx_status lmx_create(const char* model_dir, const char* overrides_json,
                               lmx_handle** out_handle);
+
+/* Tensor-parallel ranks as processes (docs/tensor-parallel.md). When mpirun starts the host N
+ * times for option.tensor_parallel_degree=N, process 0 serves the model as a lone host does
+ * (lmx_create, its engine drives every rank), and each other process calls lmx_run_follower
+ * instead: it never serves, it runs its rank of process 0's steps. A host asks lmx_process_rank
+ * first, before it binds a port or loads anything. (Added without a change of LMX_ABI_VERSION:
+ * nothing earlier changed; a host that needs them resolves them by name.) */
+
+/* This process's rank among the processes that mpirun (or another MPI launcher) started together,
+ * *rank in 0..*processes-1, or 0 of 1 when it was not started as one of several. Read from the
+ * launcher's environment: starts nothing. LMX_STATUS_INVALID_ARGUMENT for a NULL pointer,
+ * LMX_STATUS_CONFIG_ERROR when that environment is inconsistent (a size but no rank in it). */
+LMX_API lmx_status lmx_process_rank(int32_t* rank, int32_t* processes);
+
+/* A process other than 0: loads its rank of `model_dir` with the configuration lmx_create reads
+ * (serving.properties, OPTION_* environment, `overrides_json`; every process must be given the
+ * same), and runs process 0's steps. Blocks until process 0 destroys its handle (then
+ * LMX_STATUS_OK, and the host exits) or the group fails: LMX_STATUS_CONFIG_ERROR, or
+ * LMX_STATUS_LOAD_ERROR when a rank fails to build or the processes disagree ("mpirun started 2
+ * processes but the tensor-parallel degree is 3": every process gets the same message). On
+ * process 0, or in a process not started by mpirun as one of several:
+ * LMX_STATUS_INVALID_ARGUMENT. A process joins one group: it exits after this returns. */
+LMX_API lmx_status lmx_run_follower(const char* model_dir, const char* overrides_json);
 
 /* Generates for `request_json` and blocks until done. On success *response_json is the LMI
  * response; on failure it is the error body (or NULL when even that failed, out of memory).
