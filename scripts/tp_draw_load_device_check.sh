@@ -15,6 +15,7 @@ free -g | head -2
 case ${PHASE:?PHASE=build or bench} in
 build)
   step "build tree and base"
+  source scripts/unpack_device_deps.sh  # the ICU / PCRE2 / BLAS files both configures need
   ( configure_base() {
       cmake -S "$BASE_SRC" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON

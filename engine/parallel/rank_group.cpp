@@ -77,6 +77,7 @@ class RankGroup final : public Backend {
   std::string name() const override { return leader_->name(); }
   std::string kv_cache_dtype_name() const override { return leader_->kv_cache_dtype_name(); }
   int tensor_parallel_degree() const override { return comm_.size(); }
+  bool draws_sharded() const override { return leader_->draws_sharded(); }
 
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
     send_step(comm_, chunks);
