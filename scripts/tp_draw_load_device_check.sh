@@ -10,12 +10,12 @@
 #     `lmx generate --report-load` (load time and the process's peak RSS; ranks are its threads).
 # Logs under $OUT. Carry: .devdeps, .cache/shared_models, .cache/base-src.
 source "$(dirname "$0")/device_check_common.sh" tp-draw-load
+source scripts/unpack_device_deps.sh  # ICU / PCRE2 / BLAS: the base's configure, every run
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 free -g | head -2
 case ${PHASE:?PHASE=build or bench} in
 build)
   step "build tree and base"
-  source scripts/unpack_device_deps.sh  # the ICU / PCRE2 / BLAS files both configures need
   ( configure_base() {
       cmake -S "$BASE_SRC" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON
