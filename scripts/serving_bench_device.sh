@@ -45,7 +45,10 @@ cat "$out/env.txt"
 if [[ -z ${BENCH_SKIP_BUILD:-} ]]; then
   t0=$(date +%s)
   extra=()
-  [[ -d .devdeps ]] && extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
+  if [[ -d .devdeps ]]; then  # the device has no ICU / PCRE2 / BLAS: scripts/pack_device_deps.sh
+    extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
+    source scripts/unpack_device_deps.sh
+  fi
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_WERROR=ON "${extra[@]}" >"$out/configure.log" 2>&1 ||
     { tail -n 40 "$out/configure.log"; exit 1; }
