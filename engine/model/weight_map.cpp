@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 
@@ -335,9 +336,7 @@ void require_finite(const TensorView& part, const float* values, int64_t n, int6
                   row >= 0 ? fmt::format(" in row {}", row) : "");
 }
 
-}  // namespace
 
-namespace {
 
 // The checkpoint pages materialize_f32 read (stored rows [first, last] of each part, or the whole
 // part when transposed), released from the process's memory (engine/model/mapped_file.h).
@@ -356,43 +355,72 @@ void release_read_pages(const WeightRef& ref, std::span<const std::pair<int64_t,
   }
 }
 
+
+
+// Where a weight's rows are stored: the concatenation of its parts (their first rows in it), the
+// stored row length and the column ranges kept.
+struct StoredRows {
+  std::vector<int64_t> part_start;
+  int64_t full_cols = 0;
+  std::vector<std::pair<int64_t, int64_t>> col_ranges;
+
+  explicit StoredRows(const WeightRef& ref) : col_ranges(ref.col_ranges) {
+    int64_t total_rows = 0;
+    for (const TensorView* part : ref.parts) {
+      part_start.push_back(total_rows);
+      const int64_t part_cols = part->shape.size() == 2 ? part->shape[ref.transposed ? 0 : 1] : 1;
+      full_cols = part_cols;
+      total_rows += part->numel() / part_cols;
+    }
+    if (col_ranges.empty()) col_ranges = {{0, full_cols}};
+  }
+  // The part holding concatenated row `stored`, and the row within it.
+  std::pair<size_t, int64_t> locate(int64_t stored) const {
+    const size_t p = size_t(std::upper_bound(part_start.begin(), part_start.end(), stored) -
+                            part_start.begin() - 1);
+    return {p, stored - part_start[p]};
+  }
+};
+
+// Whether any of n stored values (F16, BF16 or F32 bits) is an infinity or a NaN.
+bool any_non_finite(DType dtype, const std::byte* data, size_t n) {
+  const auto all_ones = [&](auto bits, auto exponent) {
+    for (size_t i = 0; i < n; ++i) {
+      decltype(bits) v;
+      std::memcpy(&v, data + i * sizeof v, sizeof v);
+      if ((v & exponent) == exponent) return true;
+    }
+    return false;
+  };
+  if (dtype == DType::F32) return all_ones(uint32_t{}, uint32_t{0x7F800000u});
+  return all_ones(uint16_t{}, uint16_t(dtype == DType::F16 ? 0x7C00u : 0x7F80u));
+}
+
 }  // namespace
 
-void materialize_f32(const WeightRef& ref, float* dst) {
+void materialize_rows_f32(const WeightRef& ref, int64_t begin, int64_t end, float* dst) {
   check_load_deadline();  // option.model_loading_timeout: an abandoned load stops at a tensor
-  const int64_t rows = ref.shape[0], cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
-  // Where each part's rows start in the concatenation, and the stored row length.
-  std::vector<std::pair<int64_t, int64_t>> col_ranges = ref.col_ranges;
-  std::vector<int64_t> part_start;
-  int64_t total_rows = 0, full_cols = 0;
-  for (const TensorView* part : ref.parts) {
-    part_start.push_back(total_rows);
-    const int64_t part_cols = part->shape.size() == 2 ? part->shape[ref.transposed ? 0 : 1] : 1;
-    full_cols = part_cols;
-    total_rows += part->numel() / part_cols;
-  }
-  if (col_ranges.empty()) col_ranges = {{0, full_cols}};
+  const int64_t cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
+  const StoredRows stored_rows(ref);
   // Transposed parts (GPT-2's Conv1D, [cols, rows]) are converted whole, one part at a time.
   std::vector<float> transposed_part;
   int transposed_index = -1;
   // Each part's stored rows read, [first, last]: their pages are released at the end.
   std::vector<std::pair<int64_t, int64_t>> read_rows(ref.parts.size(), {INT64_MAX, -1});
-  for (int64_t i = 0; i < rows; ++i) {
-    float* out = dst + i * cols;
+  for (int64_t i = begin; i < end; ++i) {
+    float* out = dst + (i - begin) * cols;
     const int64_t stored = ref.row_order.empty() ? i : ref.row_order[size_t(i)];
     if (stored == WeightRef::kZeroRow) {
       std::fill_n(out, cols, 0.0f);
       continue;
     }
-    const size_t p = size_t(std::upper_bound(part_start.begin(), part_start.end(), stored) -
-                            part_start.begin() - 1);
+    const auto [p, r] = stored_rows.locate(stored);
     const TensorView& part = *ref.parts[p];
-    const int64_t r = stored - part_start[p];
     read_rows[p] = {std::min(read_rows[p].first, r), std::max(read_rows[p].second, r)};
     if (!ref.transposed) {
       const size_t elem = dtype_size(part.dtype);
-      for (auto [b, e] : col_ranges) {
-        convert_to_f32(part.dtype, part.data.data() + size_t(r * full_cols + b) * elem,
+      for (auto [b, e] : stored_rows.col_ranges) {
+        convert_to_f32(part.dtype, part.data.data() + size_t(r * stored_rows.full_cols + b) * elem,
                        size_t(e - b), out);
         require_finite(part, out, e - b, r);
         out += e - b;
@@ -405,11 +433,51 @@ void materialize_f32(const WeightRef& ref, float* dst) {
         require_finite(part, transposed_part.data(), part.numel(), -1);
         transposed_index = int(p);
       }
-      for (auto [b, e] : col_ranges)
+      for (auto [b, e] : stored_rows.col_ranges)
         for (int64_t c = b; c < e; ++c) *out++ = transposed_part[size_t(c * part_rows + r)];
     }
   }
-  release_read_pages(ref, read_rows, full_cols);
+  release_read_pages(ref, read_rows, stored_rows.full_cols);
+}
+
+bool copy_rows_as_stored(const WeightRef& ref, DType dtype, int64_t begin, int64_t end,
+                         std::byte* dst) {
+  if (dtype != DType::F16 && dtype != DType::BF16 && dtype != DType::F32) return false;
+  if (ref.transposed) return false;
+  for (const TensorView* part : ref.parts)
+    if (part->dtype != dtype) return false;
+  check_load_deadline();
+  const size_t elem = dtype_size(dtype);
+  const int64_t cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
+  const StoredRows stored_rows(ref);
+  std::vector<std::pair<int64_t, int64_t>> read_rows(ref.parts.size(), {INT64_MAX, -1});
+  for (int64_t i = begin; i < end; ++i) {
+    std::byte* out = dst + size_t(i - begin) * size_t(cols) * elem;
+    const int64_t stored = ref.row_order.empty() ? i : ref.row_order[size_t(i)];
+    if (stored == WeightRef::kZeroRow) {
+      std::memset(out, 0, size_t(cols) * elem);
+      continue;
+    }
+    const auto [p, r] = stored_rows.locate(stored);
+    const TensorView& part = *ref.parts[p];
+    read_rows[p] = {std::min(read_rows[p].first, r), std::max(read_rows[p].second, r)};
+    for (auto [b, e] : stored_rows.col_ranges) {
+      const size_t bytes = size_t(e - b) * elem;
+      std::memcpy(out, part.data.data() + size_t(r * stored_rows.full_cols + b) * elem, bytes);
+      if (any_non_finite(dtype, out, size_t(e - b))) {  // the message of the converting path
+        std::vector<float> values(size_t(e - b));
+        convert_to_f32(dtype, out, values.size(), values.data());
+        require_finite(part, values.data(), e - b, r);
+      }
+      out += bytes;
+    }
+  }
+  release_read_pages(ref, read_rows, stored_rows.full_cols);
+  return true;
+}
+
+void materialize_f32(const WeightRef& ref, float* dst) {
+  materialize_rows_f32(ref, 0, ref.shape[0], dst);
 }
 
 std::vector<float> materialize_f32(const WeightRef& ref) {

@@ -4,6 +4,8 @@
 // backend materializes the references in the dtype and layout it computes in.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "engine/model/architecture.h"
@@ -26,8 +28,17 @@ ModelWeightRefs describe_weights(const DecoderDesc& desc);
 ModelWeightRefs resolve_weights(const Checkpoint& checkpoint, const DecoderDesc& desc,
                                 const TensorNames& names, bool fp8_checkpoint = false);
 
-// Writes the weight as fp32 in canonical layout; `dst` holds ref.numel() floats.
+// Writes the weight as fp32 in canonical layout; `dst` holds ref.numel() floats. Every value is
+// checked finite (an error names the tensor and row), and the checkpoint pages read are released
+// from the process's memory (engine/model/mapped_file.h).
 void materialize_f32(const WeightRef& ref, float* dst);
 std::vector<float> materialize_f32(const WeightRef& ref);
+// Rows [begin, end) only (a load in bounded chunks): dst holds (end - begin) x columns floats.
+void materialize_rows_f32(const WeightRef& ref, int64_t begin, int64_t end, float* dst);
+// The same rows as stored, without conversion, when every part is stored as `dtype` (F16, BF16
+// or F32) and not transposed: dst holds (end - begin) x columns values of dtype. Checked and
+// released as above. Returns false, writing nothing, when the weight is stored otherwise.
+bool copy_rows_as_stored(const WeightRef& ref, DType dtype, int64_t begin, int64_t end,
+                         std::byte* dst);
 
 }  // namespace lmx

@@ -10,6 +10,7 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/core/error.h"
 #include "engine/model/model.h"
+#include "engine/model/weight_map.h"
 #include "tests/support/checkpoint_writer.h"
 #include "tests/support/expect_error.h"
 
@@ -271,6 +272,22 @@ TEST_F(LoaderTest, NonFiniteWeightIsNamed) {
                  {"model.safetensors", "tensor 'model.layers.0.mlp.down_proj.weight'",
                   "non-finite weight"});
   }
+}
+
+// The same when the weight is copied as stored (the CUDA backend's load of a checkpoint in its
+// own dtype): the copy checks every value too.
+TEST_F(LoaderTest, NonFiniteWeightCopiedAsStoredIsNamed) {
+  const auto config = tiny_llama_config();
+  auto tensors = tiny_llama_tensors(config);
+  TensorSpec& w = tensors.at("model.layers.0.mlp.down_proj.weight");
+  w.values.assign(size_t(w.shape[0] * w.shape[1]), 0.5f);
+  w.values[size_t(w.shape[1]) + 3] = std::numeric_limits<float>::infinity();  // row 1
+  write_model(config, tensors);
+  const LoadedModel m = load();
+  const WeightRef& ref = m.weights.layers[0].down.weight;
+  std::vector<std::byte> bytes(size_t(ref.numel()) * sizeof(float));
+  expect_error([&] { copy_rows_as_stored(ref, DType::F32, 0, ref.shape[0], bytes.data()); },
+               {"tensor 'model.layers.0.mlp.down_proj.weight'", "non-finite weight (inf) in row 1"});
 }
 
 // Config values that make the math undefined are refused, naming the key and the value.

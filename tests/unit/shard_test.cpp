@@ -2,7 +2,9 @@
 // slices cut out of the whole materialized weight, for every storage the loader reorders (GPT-2's
 // transposed Conv1D, NeoX/Bloom's per-head fused q/k/v, GPT-J's interleaved rotary rows), with
 // KV heads replicated past their count and the tied LM head padded where the vocabulary does not
-// divide.
+// divide. A load in chunks of rows (materialize_rows_f32, and copy_rows_as_stored, which copies
+// 16-bit / fp32 weights without converting them) gives the same values.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/model/shard.h"
 #include "engine/model/weight_map.h"
+#include "engine/core/dtype.h"
 
 namespace lmx {
 namespace {
@@ -89,6 +92,58 @@ TEST(ShardWeights, OneRankIsTheWholeModel) {
   const ModelWeightRefs s = shard_weights(m.weights, m.desc, {0, 1});
   EXPECT_TRUE(s.lm_head_tied);
   EXPECT_EQ(get(s.layers[0].qkv.weight), get(m.weights.layers[0].qkv.weight));
+}
+
+// Every weight a rank reads, in chunks of `chunk` rows: as fp32 (materialize_rows_f32) and, where
+// the checkpoint stores it untransposed, as stored (copy_rows_as_stored), equal to the whole
+// weight's materialize_f32 (the stored values convert exactly); another dtype copies nothing.
+void expect_chunked_reads(const std::string& fixture, int degree, int64_t chunk) {
+  SCOPED_TRACE(fixture + " at degree " + std::to_string(degree));
+  const LoadedModel m = load_model(std::string(LMX_FIXTURES_DIR) + "/parity/" + fixture);
+  for (int rank = 0; rank < degree; ++rank) {
+    const ModelWeightRefs s = shard_weights(m.weights, m.desc, {rank, degree});
+    std::vector<const WeightRef*> refs = {&s.embed, &s.lm_head.weight};
+    for (const LayerWeightRefs& l : s.layers)
+      for (const LinearRef* L : {&l.qkv, &l.o, &l.up, &l.down}) refs.insert(refs.end(), {&L->weight, &L->bias});
+    int copied = 0;
+    for (const WeightRef* ref : refs) {
+      if (!ref->present()) continue;
+      SCOPED_TRACE(ref->name + ", rank " + std::to_string(rank));
+      const Matrix whole = materialize_f32(*ref);
+      const int64_t rows = ref->shape[0], cols = ref->shape.size() == 2 ? ref->shape[1] : 1;
+      Matrix chunked(whole.size()), as_stored;
+      const DType stored = ref->parts[0]->dtype;
+      const size_t elem = dtype_size(stored);
+      std::vector<std::byte> bytes(size_t(chunk * cols) * elem);
+      bool copies = true;
+      for (int64_t b = 0; b < rows; b += chunk) {
+        const int64_t e = std::min(rows, b + chunk);
+        materialize_rows_f32(*ref, b, e, chunked.data() + b * cols);
+        copies = copy_rows_as_stored(*ref, stored, b, e, bytes.data()) && copies;
+        if (!copies) continue;
+        std::vector<float> values(size_t((e - b) * cols));
+        convert_to_f32(stored, bytes.data(), values.size(), values.data());
+        as_stored.insert(as_stored.end(), values.begin(), values.end());
+      }
+      EXPECT_EQ(chunked, whole);
+      EXPECT_EQ(copies, !ref->transposed);
+      if (copies) {
+        EXPECT_EQ(as_stored, whole);
+        ++copied;
+      }
+      const DType other = stored == DType::F32 ? DType::F16 : DType::F32;
+      EXPECT_FALSE(copy_rows_as_stored(*ref, other, 0, 1, bytes.data())) << "copied as another dtype";
+    }
+    EXPECT_GT(copied, 0);
+  }
+}
+
+TEST(ChunkedWeightReads, EqualTheWholeWeightInEveryStorage) {
+  expect_chunked_reads("gpt2", 2, 5);                             // F32, transposed Conv1D
+  expect_chunked_reads("gpt_neox_full_rotary_nobias_f16", 2, 3);  // F16, per-head fused q/k/v
+  expect_chunked_reads("bloom_6heads_bf16", 3, 7);                // BF16, padded vocabulary
+  expect_chunked_reads("gptj_partial_rotary", 2, 4);              // interleaved rotary rows
+  expect_chunked_reads("mistral_sliding", 1, 1000);               // F16, one chunk
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "engine/backend/cuda/device_weights.h"
 
+#include <algorithm>
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -141,23 +144,54 @@ struct Finisher {
   }
 };
 
+// A weight to the GPU in chunks of rows through one bounded host buffer: as stored when the
+// checkpoint holds T (a copy), else converted through fp32 and rounded to T on the host. A rank's
+// host memory for its weights is this buffer, whatever the model's size.
+template <typename T>
+class ChunkedUpload {
+ public:
+  void operator()(const WeightRef& ref, T* dst) {
+    const int64_t rows = ref.shape[0], cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
+    const int64_t chunk = std::max<int64_t>(1, kChunkBytes / (cols * int64_t(sizeof(float))));
+    for (int64_t begin = 0; begin < rows; begin += chunk) {
+      const int64_t end = std::min(rows, begin + chunk);
+      const size_t n = size_t(end - begin) * size_t(cols);
+      host_.resize(n);
+      if (!copy_rows_as_stored(ref, stored_dtype(), begin, end,
+                               reinterpret_cast<std::byte*>(host_.data()))) {
+        f32_.resize(n);
+        materialize_rows_f32(ref, begin, end, f32_.data());
+        std::copy(f32_.begin(), f32_.end(), host_.begin());  // round to T on the host
+      }
+      LMX_CUDA_CHECK(cudaMemcpy(dst + size_t(begin) * size_t(cols), host_.data(), n * sizeof(T),
+                                cudaMemcpyHostToDevice));
+    }
+  }
+
+ private:
+  static constexpr int64_t kChunkBytes = 32ll << 20;  // of fp32: 8 Mi values a chunk
+  static constexpr DType stored_dtype() {
+    if constexpr (std::is_same_v<T, __half>) return DType::F16;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) return DType::BF16;
+    return DType::F32;
+  }
+  std::vector<float> f32_;
+  std::vector<T> host_;
+};
+
 }  // namespace
 
 template <typename T>
 DeviceWeights<T> upload_weights(const ModelWeightRefs& refs, const WeightLoad& load) {
   DeviceWeights<T> w;
   Finisher<T> finish{load, w};
-  std::vector<float> f32;
-  std::vector<T> host;
+  ChunkedUpload<T> upload;
   static_cast<ModelWeights<DeviceBuffer<T>>&>(w) = map_weights<DeviceBuffer<T>>(
       refs,
       [&](const WeightRef& ref, WeightKind) {
         if (!ref.present()) return DeviceBuffer<T>();
-        f32.resize(size_t(ref.numel()));
-        materialize_f32(ref, f32.data());
-        host.assign(f32.begin(), f32.end());  // round to T on the host
-        DeviceBuffer<T> buf(host.size());
-        LMX_CUDA_CHECK(cudaMemcpy(buf.get(), host.data(), buf.bytes(), cudaMemcpyHostToDevice));
+        DeviceBuffer<T> buf(size_t(ref.numel()));
+        upload(ref, buf.get());
         finish.count(buf.bytes());
         return buf;
       },
