@@ -35,6 +35,10 @@ flavour=$(bash "$repo/container/image/unpack.sh" "$image" "$work")
 root="$work/rootfs"
 if grep -q '"org.lmx.nvidia-libs": "omit"' "$work/image.json"; then
   echo "gpu_image_check: the image has no CUDA runtime layer; adding it from this machine's toolkit"
+  # Not NCCL: the one here may need a newer libc than the image's Debian (this machine's does:
+  # GLIBC_2.38), and only tensor parallelism opens it; the image build checks the NCCL it copies
+  # from its own toolkit (container/image/check_rootfs.sh). This check serves on one GPU.
+  export LMX_IMAGE_NCCL=omit
   bash "$repo/container/image/cuda_libs.sh" "$root/opt/lmx/lib" "$root/opt/lmx/share/licenses" \
     "$root/opt/lmx/lib/liblmx_cuda.so" "$root/opt/lmx/bin/lmx"
   ldconfig -r "$root"

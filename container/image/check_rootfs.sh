@@ -3,7 +3,8 @@
 #   - every library lmx-server, lmx, liblmx.so (and for cuda liblmx_cuda.so) load resolves inside
 #     it (ldd in a chroot), the CUDA runtime from /opt/lmx/lib; only the driver's libcuda.so.1 may
 #     come from the host; liblmx.so loads no CUDA library in either flavour (it opens
-#     liblmx_cuda.so on demand);
+#     liblmx_cuda.so on demand), and NCCL, which liblmx_cuda.so opens for tensor parallelism,
+#     is in /opt/lmx/lib with its libraries resolving;
 #   - lmx-server and lmx start in it as the unprivileged user (uid 1000);
 #   - no compiler, linker, CUDA toolkit, headers or sources.
 # usage: check_rootfs.sh ROOTFS cpu|cuda      (root: it uses chroot)
@@ -24,7 +25,7 @@ for b in "${libs[@]}"; do
     fail "$b: ${line%% =>*} is not in the image"
   done <<<"$out"
   if [[ $flavour == cuda && $b == */liblmx_cuda.so ]]; then
-    for lib in libcudart libcublas libcublasLt libnccl; do
+    for lib in libcudart libcublas libcublasLt; do
       grep -Eq "^\s*$lib\.so\.[0-9]+ => /opt/lmx/lib/" <<<"$out" ||
         fail "$b does not load $lib from /opt/lmx/lib: $(grep "$lib\." <<<"$out" || echo absent)"
     done
@@ -33,6 +34,21 @@ for b in "${libs[@]}"; do
     fail "$b of the $flavour image loads CUDA libraries"
   fi
 done
+
+# NCCL: opened by liblmx_cuda.so when a model is split over GPUs (not a link dependency): it must
+# be in /opt/lmx/lib with its own libraries resolving, unless the image was completed without it
+# (LMX_IMAGE_NCCL=omit: container/gpu_image_check.sh on a host whose NCCL needs a newer libc).
+if [[ $flavour == cuda && ${LMX_IMAGE_NCCL:-include} != omit ]]; then
+  nccl=$(cd "$root/opt/lmx/lib" && ls libnccl.so.[0-9]* 2>/dev/null | head -1)
+  if [[ -z $nccl ]]; then
+    fail "/opt/lmx/lib has no libnccl.so.N (tensor parallelism opens it)"
+  else
+    out=$(chroot "$root" /usr/bin/ldd "/opt/lmx/lib/$nccl" 2>&1) || fail "ldd $nccl failed: $out"
+    grep -E "not found|version .* not found" <<<"$out" | grep -v '^\s*libcuda\.so\.1' |
+      while read -r line; do echo "check_rootfs: /opt/lmx/lib/$nccl: $line" >&2; done
+    grep -E "not found" <<<"$out" | grep -vq '^\s*libcuda\.so\.1' && fail "$nccl does not load in the image"
+  fi
+fi
 
 grep -q '^lmx:x:1000:1000:' "$root/etc/passwd" || fail "no user lmx (uid 1000) in /etc/passwd"
 for cmd in "/opt/lmx/bin/lmx-server --help" "/opt/lmx/bin/lmx --help"; do

@@ -3,6 +3,8 @@
 # toolkit into LIB_DIR, and NVIDIA's licence texts for them into LICENSE_DIR. Only the
 # redistributable runtime is allowed (cudart, cuBLAS, cuBLASLt, NCCL); a binary that needs any
 # other toolkit library is an error naming it, so the toolkit itself never enters the image.
+# NCCL is not a link dependency (liblmx_cuda.so opens it for tensor parallelism): it is copied
+# from the toolkit, else from the system's libraries, unless LMX_IMAGE_NCCL=omit.
 # libcuda.so.1 belongs to the driver: the container runtime mounts it from the host.
 # Run where the binaries were built, or on a GPU machine to complete an image built with
 # LMX_IMAGE_NVIDIA_LIBS=omit (container/gpu_image_check.sh).
@@ -45,6 +47,16 @@ for bin in "$@"; do
   done < <(LD_LIBRARY_PATH="$search${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$bin")
 done
 ((${#copied[@]})) || { echo "cuda_libs: $* load(s) no CUDA library: not a CUDA build" >&2; exit 1; }
+if [[ ${LMX_IMAGE_NCCL:-include} != omit ]]; then
+  nccl=
+  for d in ${search//:/ }; do [[ -f $d/libnccl.so.2 ]] && { nccl=$d/libnccl.so.2; break; }; done
+  # NCCL is its own NVIDIA package: beside the toolkit on some machines, in the system's
+  # libraries on others.
+  [[ -n $nccl ]] || nccl=$(ldconfig -p | awk '$1 == "libnccl.so.2" {print $NF; exit}')
+  [[ -n $nccl ]] || { echo "cuda_libs: no libnccl.so.2 in $cuda_home or the system's libraries" >&2; exit 1; }
+  cp -L "$nccl" "$lib_dir/libnccl.so.2"
+  copied[libnccl.so.2]=$(stat -c %s "$lib_dir/libnccl.so.2")
+fi
 for name in "${!copied[@]}"; do
   echo "cuda_libs: $name ($(awk -v b="${copied[$name]}" 'BEGIN {printf "%.1f", b / 1048576}') MiB)" >&2
 done

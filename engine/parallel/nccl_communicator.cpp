@@ -1,6 +1,7 @@
 #include "engine/parallel/nccl_communicator.h"
 
-#include <nccl.h>
+#include "engine/parallel/nccl_library.h"
+
 
 #include <cstdlib>
 #include <string_view>
@@ -13,7 +14,7 @@ namespace lmx {
 namespace {
 
 void check(ncclResult_t rc, const char* what) {
-  if (rc != ncclSuccess) throw_error("NCCL {} failed: {}", what, ncclGetErrorString(rc));
+  if (rc != ncclSuccess) throw_error("NCCL {} failed: {}", what, nccl_library().GetErrorString(rc));
 }
 
 ncclDataType_t nccl_type(DeviceDtype d) {
@@ -45,15 +46,19 @@ DeviceCommunicator::DeviceCommunicator(void* comm, std::unique_ptr<PeerAllReduce
 
 std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& host,
                                                                AllReducePath path) {
+  // Every rank opens the library before the first collective: where it is missing, all of them
+  // fail here alike, none waiting for another.
+  const NcclLibrary& nccl_lib = nccl_library();
   ncclUniqueId id{};
-  if (host.rank() == 0) check(ncclGetUniqueId(&id), "unique id");
+  if (host.rank() == 0) check(nccl_lib.GetUniqueId(&id), "unique id");
   host.broadcast_bytes(&id, sizeof id, 0);
   ncclComm_t comm = nullptr;
-  check(ncclCommInitRank(&comm, host.size(), id, host.rank()), "communicator init");
-  int device = -1;
+  check(nccl_lib.CommInitRank(&comm, host.size(), id, host.rank()), "communicator init");
+  int device = -1, version = 0;
   cudaGetDevice(&device);
-  lmx::logger().info("NCCL {}.{}: rank {} of {} on GPU {}", NCCL_MAJOR, NCCL_MINOR, host.rank(),
-                     host.size(), device);
+  nccl_lib.GetVersion(&version);  // e.g. 22805 = 2.28.5
+  lmx::logger().info("NCCL {}.{}: rank {} of {} on GPU {}", version / 10000, version / 100 % 100,
+                     host.rank(), host.size(), device);
   std::unique_ptr<PeerAllReduce> peer;
   if (path == AllReducePath::automatic) peer = PeerAllReduce::create(host, kPeerAllReduceMaxBytes);
   return std::unique_ptr<DeviceCommunicator>(
@@ -61,7 +66,7 @@ std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(Communicator& hos
 }
 
 DeviceCommunicator::~DeviceCommunicator() {
-  if (comm_) ncclCommDestroy(nccl(comm_));
+  if (comm_) nccl_library().CommDestroy(nccl(comm_));
 }
 
 void DeviceCommunicator::all_reduce_sum(void* data, size_t n, DeviceDtype dtype,
@@ -71,7 +76,8 @@ void DeviceCommunicator::all_reduce_sum(void* data, size_t n, DeviceDtype dtype,
     peer_->all_reduce_sum(data, n, dtype, stream);
     return;
   }
-  check(ncclAllReduce(data, data, n, nccl_type(dtype), ncclSum, nccl(comm_), stream), "all-reduce");
+  check(nccl_library().AllReduce(data, data, n, nccl_type(dtype), ncclSum, nccl(comm_), stream),
+        "all-reduce");
 }
 
 void DeviceCommunicator::all_gather(const void* in, void* out, size_t n, DeviceDtype dtype,
@@ -85,7 +91,7 @@ void DeviceCommunicator::all_gather(const void* in, void* out, size_t n, DeviceD
     }
     return;
   }
-  check(ncclAllGather(in, out, n, nccl_type(dtype), nccl(comm_), stream), "all-gather");
+  check(nccl_library().AllGather(in, out, n, nccl_type(dtype), nccl(comm_), stream), "all-gather");
 }
 
 }  // namespace lmx

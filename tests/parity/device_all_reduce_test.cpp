@@ -29,6 +29,7 @@
 #include "engine/core/dtype.h"
 #include "engine/parallel/communicator.h"
 #include "engine/parallel/nccl_communicator.h"
+#include "engine/parallel/nccl_library.h"
 #include "tests/support/require_gpu.h"
 
 namespace lmx {
@@ -231,6 +232,20 @@ TEST(TensorParallelAllReduce, EveryRankGetsTheExactSumEagerAndFromGraphs) {
       for (auto& t : threads) t.join();
       for (const std::string& f : failures) EXPECT_EQ(f, "");
     }
+}
+
+// NCCL is opened on demand (engine/parallel/nccl_library.h): in a CUDA build it must open and
+// have every function LMX calls. No GPU needed (CI runs it on the CPU machine).
+TEST(NcclLibrary, OpensWithEveryFunction) {
+  const NcclLibrary& lib = nccl_library();
+  int version = 0;
+  ASSERT_EQ(lib.GetVersion(&version), ncclSuccess);
+  EXPECT_GE(version, 20000) << "an NCCL 2 runtime";
+  EXPECT_NE(lib.GetErrorString(ncclInvalidArgument), nullptr);
+  for (const void* fn : {(const void*)lib.GetUniqueId, (const void*)lib.CommInitRank,
+                         (const void*)lib.CommDestroy, (const void*)lib.AllReduce,
+                         (const void*)lib.AllGather})
+    EXPECT_NE(fn, nullptr);
 }
 
 }  // namespace
