@@ -58,7 +58,11 @@ HttpSession::HttpSession(tcp::socket socket, ServerContext& ctx)
   ctx_.metrics.open_connections().fetch_add(1);
 }
 
-HttpSession::~HttpSession() { ctx_.metrics.open_connections().fetch_sub(1); }
+HttpSession::~HttpSession() {
+  for (const Out& out : out_)
+    if (out.after == After::EndResponse) ctx_.unsent_responses.fetch_sub(1);
+  ctx_.metrics.open_connections().fetch_sub(1);
+}
 
 void HttpSession::run() {
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
@@ -220,6 +224,7 @@ void HttpSession::stream_end() {
 }
 
 void HttpSession::queue(Out out) {
+  if (out.after == After::EndResponse) ctx_.unsent_responses.fetch_add(1);
   out_.push_back(std::move(out));
   pump();
 }
@@ -235,6 +240,7 @@ void HttpSession::pump() {
                      self->writing_ = false;
                      Out done = std::move(self->out_.front());
                      self->out_.pop_front();
+                     if (done.after == After::EndResponse) self->ctx_.unsent_responses.fetch_sub(1);
                      if (ec) {
                        if (ec == beast::error::timeout) {
                          spdlog::warn("closing a connection: a write took longer than {} s",
@@ -254,7 +260,10 @@ void HttpSession::mark_gone() {
   if (gone_) return;
   gone_ = true;
   // Drop the unsent writes; one being written stays until its completion pops it.
-  out_.erase(writing_ ? std::next(out_.begin()) : out_.begin(), out_.end());
+  const auto unsent = writing_ ? std::next(out_.begin()) : out_.begin();
+  for (auto it = unsent; it != out_.end(); ++it)
+    if (it->after == After::EndResponse) ctx_.unsent_responses.fetch_sub(1);
+  out_.erase(unsent, out_.end());
   beast::error_code ignored;
   stream_.socket().close(ignored);
   if (on_disconnect_) {

@@ -35,7 +35,9 @@ int serve(ServerContext& ctx) {
   net::steady_timer drain_timer(ioc);
   std::chrono::steady_clock::time_point deadline;
   std::function<void()> poll_drain = [&] {
-    int64_t in_flight = ctx.metrics.in_flight().load();
+    // Requests being answered, and answers whose last bytes a slow client has not taken yet
+    // (their write is bounded by option write_timeout_s).
+    int64_t in_flight = ctx.metrics.in_flight().load() + ctx.unsent_responses.load();
     if (in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
       drain_timer.expires_after(std::chrono::milliseconds(20));
       drain_timer.async_wait([&](boost::system::error_code) { poll_drain(); });

@@ -32,6 +32,9 @@ struct ServerContext {
   Model* model = nullptr;
   Metrics metrics;
   std::atomic<bool> draining{false};
+  // Responses whose last bytes are queued but not yet written to their client (a stream's final
+  // chunk behind a slow reader): a draining server waits for them as for requests in flight.
+  std::atomic<int64_t> unsent_responses{0};
 };
 
 }  // namespace lmx::server
