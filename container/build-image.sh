@@ -7,8 +7,8 @@
 # entrypoint under /opt/lmx. Run: entrypoint + `serve`, as uid 1000, port 8080.
 # env: LMX_IMAGE_BUILD_DIR   use this build of lmx (its flavour is checked) instead of building
 #                            build-image/<flavour> here
-#      LMX_CUDA_ARCHITECTURES  cuda flavour's GPUs (default 90a, as the Dockerfile: sm_80/86/89
-#                            do not compile yet, see container/README.md)
+#      LMX_CUDA_ARCHITECTURES  cuda flavour's GPUs (default "80;86;89;90a", as the Dockerfile;
+#                            90a alone builds for Hopper only, faster)
 #      LMX_IMAGE_NVIDIA_LIBS=omit  leave the CUDA runtime layer out (a small archive that
 #                            container/gpu_image_check.sh completes from the GPU machine's toolkit)
 #      LMX_IMAGE_CACHE, LMX_DEBIAN_MIRROR: see container/image/base.sh
@@ -36,7 +36,7 @@ build=${LMX_IMAGE_BUILD_DIR:-$repo/build-image/$flavour}
 if [[ -z ${LMX_IMAGE_BUILD_DIR:-} ]]; then
   cuda_flags=(-DLMX_WITH_CUDA=OFF)
   [[ $flavour == cuda ]] && cuda_flags=(-DLMX_WITH_CUDA=ON
-    -DCMAKE_CUDA_ARCHITECTURES="${LMX_CUDA_ARCHITECTURES:-90a}")
+    -DCMAKE_CUDA_ARCHITECTURES="${LMX_CUDA_ARCHITECTURES:-80;86;89;90a}")
   # No MPI: lmx-server does not run under mpirun, and Open MPI would double the image.
   mkdir -p "$build"
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_BUILD_TESTS=OFF \

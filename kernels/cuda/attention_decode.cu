@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -194,6 +195,22 @@ struct Split {
   bool warp;  // decode_warp_kernel (splits merged in a cluster, no workspace)
 };
 
+// Whether the current GPU launches thread-block clusters (sm_90 and later). Before it the warp
+// kernel runs one split a (token, KV head): correct, fewer CTAs for short batches.
+bool current_device_has_clusters() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> major[kMaxDevices] = {};  // 0: not asked yet (ranks' threads share it)
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device < 0 || device >= kMaxDevices) return false;
+  if (major[device].load() == 0) {
+    int m = 0;
+    cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device);
+    major[device].store(m);
+  }
+  return major[device].load() >= 9;
+}
+
 // Grid shape for one launch: a function of host ints that stay fixed for a captured graph.
 Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, int window) {
   Split s{};
@@ -212,6 +229,7 @@ Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, i
     splits = int(std::min<long>(kMaxCluster, (kWarpTargetCtas + base - 1) / base));
     splits = std::min(splits, (chunks + kWarps - 1) / kWarps);
     while (splits & (splits - 1)) splits &= splits - 1;  // cluster sizes 1, 2, 4, 8 (16)
+    if (!current_device_has_clusters()) splits = 1;
   } else {
     const int max_per_cta = std::max(1, kMaxHeadDims / head_dim);
     s.head_chunks = (group + max_per_cta - 1) / max_per_cta;
@@ -641,7 +659,9 @@ __global__ void __launch_bounds__(kThreads, kWarpMinCtas<C, D>)
     }
   }
   if (splits == 1) return;
-
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // no clusters before sm_90: plan() gives these GPUs one split (never reached)
+#else
   // Merge the splits of the cluster through distributed shared memory: CTA rank r writes the
   // dim pairs [r * per, (r + 1) * per).
   cg::cluster_group cluster = cg::this_cluster();
@@ -661,6 +681,7 @@ __global__ void __launch_bounds__(kThreads, kWarpMinCtas<C, D>)
     store_pair(&out[(size_t(t) * heads + h0 + g) * D + 2 * dp], o, L.scale.v / ml.y);
   }
   cluster.sync();  // peers read this CTA's shared memory until here
+#endif
 }
 
 // Merge the splits of one (token, head): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
@@ -739,7 +760,7 @@ void launch_warp(const T* q, int q_stride, const C* k_cache, const C* v_cache,
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                        int(cudaSharedmemCarveoutMaxShared));
-  if (kMaxCluster > 8)
+  if (kMaxCluster > 8 && s.splits > 1)  // only GPUs with clusters get splits > 1
     cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(s.splits, L.kv_heads, tokens);

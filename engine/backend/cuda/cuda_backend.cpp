@@ -13,6 +13,7 @@
 
 #include "engine/backend/activation_kind.h"
 #include "engine/backend/alibi.h"
+#include "engine/backend/cuda/device_info.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/fp8_linear.h"
 #include "engine/backend/cuda/w8a8_linear.h"
@@ -1109,11 +1110,28 @@ class CudaBackend final : public Backend {
   long profiled_steps_ = 0;
 };
 
+// FP8 weights (option.quantize=fp8, fp8 checkpoints) multiply on FP8 tensor cores: compute
+// capability 8.9 (L4, L40) and later. Checked before any weight is loaded.
+void require_fp8_tensor_cores(bool fp8_weights) {
+  if (!fp8_weights) return;
+  int device = 0, major = 0, minor = 0;
+  LMX_CUDA_CHECK(cudaGetDevice(&device));
+  LMX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  LMX_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major * 10 + minor < 89)
+    throw_error(
+        "fp8 weights (option.quantize=fp8 or an fp8 checkpoint) need FP8 tensor cores (compute "
+        "capability 8.9+: L4, L40, H100, H200); GPU {} ({}) is {}.{}: use dynamic_int8 or "
+        "smoothquant there",
+        device, cuda_device_name(), major, minor);
+}
+
 template <typename T>
 std::unique_ptr<Backend> build(const DecoderDesc& desc, TensorParallelRank tp,
                                std::unique_ptr<DeviceCommunicator> comm, const ModelWeightRefs& refs,
                                std::optional<uint64_t> seed, const CudaBackendOptions& o) {
   const DecoderDesc rank = rank_desc(desc, tp);
+  require_fp8_tensor_cores(decoder_quant(refs) == QuantKind::Fp8);
   const WeightLoad load{
       folds_norms<T>(rank, o, smoothquant_weights(refs) || checkpoint_fp8_weights(refs)),
       rank.shared_block_norm};
