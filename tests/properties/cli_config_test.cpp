@@ -1,4 +1,5 @@
-// `lmx config --model-dir DIR` end to end: runs the built binary and parses its JSON.
+// `lmx config --model-dir DIR` end to end: runs the built binary and parses its JSON. Also the
+// argument errors of lmx bench (its quantization flags are lmx generate's).
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -87,6 +88,39 @@ TEST_F(LmxConfigCli, MissingModelDirIsAnError) {
   const Result r = run(lmx_binary() + " config 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("--model-dir"), std::string::npos) << r.out;
+}
+
+// lmx bench reads --quantize with lmx generate's parser (cli/quant_flags.h), and its argument
+// errors come before the CUDA check, so a CPU build reports them too.
+class LmxBenchCli : public LmxConfigCli {};
+
+TEST_F(LmxBenchCli, BadQuantizeValueIsNamed) {
+  const Result r = run(lmx_binary() + " bench --quantize bogus 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--quantize must be dynamic_int8, smoothquant, fp8 or none, got 'bogus'"),
+            std::string::npos) << r.out;
+}
+
+TEST_F(LmxBenchCli, SmoothquantIsNotCalibrated) {
+  const Result flag = run(lmx_binary() + " bench --quantize smoothquant --smoothquant-alpha 0.5 2>&1");
+  EXPECT_EQ(flag.exit_code, 1);
+  EXPECT_NE(flag.out.find("--smoothquant-alpha calibrates: lmx bench --quantize smoothquant runs "
+                          "on random weights"),
+            std::string::npos) << flag.out;
+  const Result model = run(lmx_binary() + " bench --quantize smoothquant --model /nonexistent 2>&1");
+  EXPECT_EQ(model.exit_code, 1);
+  EXPECT_NE(model.out.find("runs on random weights (--shape)"), std::string::npos) << model.out;
+  const Result other = run(lmx_binary() + " bench --quantize fp8 --smoothquant-alpha 0.5 2>&1");
+  EXPECT_NE(other.out.find("--smoothquant-alpha applies to --quantize smoothquant"),
+            std::string::npos) << other.out;
+}
+
+TEST_F(LmxBenchCli, HelpNamesTheQuantizationFlags) {
+  const Result r = run(lmx_binary() + " bench --help");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* flag : {"--quantize dynamic_int8 [--quantize-group-size N]",
+                           "--quantize smoothquant", "--quantize fp8", "--kv-cache-dtype"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
 }
 
 }  // namespace
