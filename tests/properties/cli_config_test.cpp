@@ -1,5 +1,5 @@
 // `lmx config --model-dir DIR` end to end: runs the built binary and parses its JSON. Also the
-// argument errors of lmx bench (its quantization flags are lmx generate's).
+// argument errors of lmx bench (shared quantization flags) and lmx render-chat.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -121,6 +121,24 @@ TEST_F(LmxBenchCli, HelpNamesTheQuantizationFlags) {
   for (const char* flag : {"--quantize dynamic_int8 [--quantize-group-size N]",
                            "--quantize smoothquant", "--quantize fp8", "--kv-cache-dtype"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+}
+
+class LmxRenderChatCli : public LmxConfigCli {};
+
+TEST_F(LmxRenderChatCli, NamesWhatIsMissing) {
+  const Result none = run(lmx_binary() + " render-chat 2>&1");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("one of --template or --model is required"), std::string::npos)
+      << none.out;
+  TempModelDir dir("");
+  const std::string tmpl = (dir.path() / "t.jinja").string();
+  std::FILE* f = std::fopen(tmpl.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("{{ messages[0].content }}", f);
+  std::fclose(f);
+  const Result no_messages = run(lmx_binary() + " render-chat --template '" + tmpl + "' 2>&1");
+  EXPECT_EQ(no_messages.exit_code, 1);
+  EXPECT_NE(no_messages.out.find("--messages is required"), std::string::npos) << no_messages.out;
 }
 
 }  // namespace
