@@ -2,7 +2,7 @@
 //           [--batches 1,8,32,64] [--context 512] [--steps 32] [--kv-cache-dtype auto|fp8]
 //           [--graphs] [--generic] [--cublas-gemv] [--unfused-decode] [--untuned-gemm]
 //           [--profile] [--json] [--tensor-parallel-degree N]
-//           [--quantize dynamic_int8|smoothquant|fp8]
+//           [--quantize dynamic_int8|smoothquant|fp8 ...]   (cli/quant_flags.h)
 // Random-weight models of named shapes are made directly in GPU memory (no files). Reports the
 // prefill time per prompt length (or per step of S packed prompts: SxN), the decode time per step
 // per batch size, the bandwidth a decode step achieves (weights + KV read / step time) against the
@@ -22,6 +22,7 @@
 #include "engine/model/model.h"
 #include "engine/model/quantization.h"
 #include "kernels/kv_dtype.h"
+#include "quant_flags.h"
 #if LMX_HAVE_CUDA_BACKEND
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/device_info.h"
@@ -37,7 +38,7 @@ constexpr const char* kUsage =
     "                 [--steps 32] [--kv-cache-dtype auto|fp8] [--graphs] [--generic]\n"
     "                 [--cublas-gemv] [--unfused-decode] [--untuned-gemm] [--profile] [--json]\n"
     "                 [--verbose] [--tensor-parallel-degree N]\n"
-    "                 [--quantize dynamic_int8|smoothquant|fp8]\n"
+    "                 [--quantize dynamic_int8|smoothquant|fp8 ...] (see below)\n"
     "\n"
     "Prefill time per prompt length and decode time per step per batch size on the GPU, with\n"
     "random weights of a named shape (made in GPU memory) or a model directory.\n"
@@ -52,11 +53,39 @@ constexpr const char* kUsage =
     "  --unfused-decode           norms, adds and activation as separate decode kernels\n"
     "  --untuned-gemm             cuBLAS's default algorithm for every GEMM\n"
     "  --profile                  per-op times of eager steps (not with --graphs)\n"
-    "  --quantize dynamic_int8    int8 weights, one scale an output row (option.quantize)\n"
-    "  --quantize smoothquant     W8A8: int8 weights and per-token int8 activations (random\n"
-    "                             weights, speed only: no calibration)\n"
-    "  --quantize fp8             FP8 E4M3 weights and per-token E4M3 activations\n"
     "  --json                     JSON instead of the table\n";
+
+// What lmx bench makes of the shared quantization flags (kQuantUsage, printed before it).
+constexpr const char* kBenchQuantUsage =
+    "  lmx bench --quantize smoothquant: random weights (--shape) and speed only: no calibration,\n"
+    "    so not with --model or the --smoothquant-* flags\n";
+
+Args bench_args(int argc, char** argv) {
+  return Args(argc, argv,
+              with_quant_flags({"--shape", "--model", "--dtype", "--prefill", "--batches",
+                                "--context", "--steps", "--kv-cache-dtype",
+                                "--tensor-parallel-degree"}),
+              {"--json", "--verbose", "--graphs", "--generic", "--cublas-gemv", "--unfused-decode",
+               "--untuned-gemm", "--profile"});
+}
+
+// The projections' quantization: the shared flags' choice (dynamic_int8, fp8), or smoothquant's
+// W8A8 kernels on random weights (speed only: no calibration, no smoothing, which changes values,
+// not work). A --model is quantized as it loads (dynamic_int8, fp8); smoothquant calibrates a
+// checkpoint in lmx perplexity / generate.
+LinearQuant bench_quant(const Args& args) {
+  const QuantChoice q = quant_from_args(args);
+  if (!q.smoothquant) return q.quant;
+  if (args.has("--model"))
+    throw_error("lmx bench --quantize smoothquant runs on random weights (--shape): calibrating a "
+                "checkpoint is lmx perplexity's and lmx generate's");
+  for (const char* f : {kAlphaFlag, kCalibrationFileFlag, kCalibrationSamplesFlag})
+    if (args.has(f))
+      throw_error("{} calibrates: lmx bench --quantize smoothquant runs on random weights "
+                  "without calibration",
+                  f);
+  return LinearQuant{QuantKind::W8A8};
+}
 
 }  // namespace
 
@@ -209,16 +238,9 @@ nlohmann::json all_reduce_report(int degree, const DecoderDesc& d, CudaDtype dty
   return r;
 }
 
-int run_bench(int argc, char** argv) {
-  const Args args(argc, argv,
-                  {"--shape", "--model", "--dtype", "--prefill", "--batches", "--context",
-                   "--steps", "--kv-cache-dtype", "--tensor-parallel-degree", "--quantize"},
-                  {"--json", "--verbose", "--graphs", "--generic", "--cublas-gemv",
-                   "--unfused-decode", "--untuned-gemm", "--profile", "--help", "-h"});
-  if (args.has("--help") || args.has("-h")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+namespace {
+
+int bench_on_cuda(const Args& args, const LinearQuant& quant) {
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   if (args.has("--shape") && args.has("--model")) throw_error("give --shape or --model, not both");
   const long long degree = args.get_int("--tensor-parallel-degree").value_or(1);
@@ -254,23 +276,6 @@ int run_bench(int argc, char** argv) {
     prefill_blocks = std::max(prefill_blocks, long(p.prompts) * ((p.tokens + bs - 1) / bs));
   o.kv_blocks = std::max(long(max_batch) * ((context + steps + bs - 1) / bs), prefill_blocks);
 
-  // dynamic_int8 (per output channel), smoothquant's W8A8 or fp8 kernels on random weights
-  // (smoothquant: speed only, no calibration, no smoothing, which changes values, not work); a
-  // --model is quantized as it loads (dynamic_int8, fp8; smoothquant calibrates a checkpoint:
-  // lmx perplexity / generate).
-  const std::string quantize = args.get("--quantize").value_or("none");
-  if (quantize != "none" && quantize != "dynamic_int8" && quantize != "smoothquant" &&
-      quantize != "fp8")
-    throw_error(
-        "--quantize must be dynamic_int8, smoothquant, fp8 or none for lmx bench, got '{}'",
-        quantize);
-  if (quantize == "smoothquant" && args.has("--model"))
-    throw_error("lmx bench --quantize smoothquant runs on random weights (--shape): calibrating a "
-                "checkpoint is lmx perplexity's and lmx generate's");
-  const LinearQuant quant = quantize == "dynamic_int8"  ? dynamic_int8()
-                            : quantize == "smoothquant" ? LinearQuant{QuantKind::W8A8}
-                            : quantize == "fp8"         ? LinearQuant{QuantKind::Fp8}
-                                                        : LinearQuant{};
   const std::string shape = args.get("--shape").value_or(args.has("--model") ? "" : "llama-2-7b");
   std::unique_ptr<Backend> backend;
   std::optional<LoadedModel> model;
@@ -304,7 +309,7 @@ int run_bench(int argc, char** argv) {
   out["context"] = context;
   out["cuda_graphs"] = o.cuda_graphs;
   out["path"] = o.fused ? "kernel_injection" : "generic";
-  out["quantize"] = quantize;
+  out["quantize"] = args.get(kQuantizeFlag).value_or("none");
   out["tensor_parallel_degree"] = degree;  // bandwidth below: per GPU (each reads 1/degree)
   out["copy_bandwidth_gbps"] = measure_copy_bandwidth_gbps();
 
@@ -374,15 +379,26 @@ int run_bench(int argc, char** argv) {
               out["time_to_first_token_from_process_start_ms"].get<double>());
   return 0;
 }
-#else
+
+}  // namespace
+#endif
+
 int run_bench(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::fputs(kUsage, stdout);
+      std::fputs(kQuantUsage, stdout);
+      std::fputs(kBenchQuantUsage, stdout);
       return 0;
     }
+  // The arguments' errors come first, on every build.
+  const Args args = bench_args(argc, argv);
+  [[maybe_unused]] const LinearQuant quant = bench_quant(args);
+#if LMX_HAVE_CUDA_BACKEND
+  return bench_on_cuda(args, quant);
+#else
   throw_error("lmx bench needs the CUDA backend; this build has none (configure with CUDA)");
-}
 #endif
+}
 
 }  // namespace lmx::cli

@@ -227,17 +227,13 @@ int run_render_chat(int argc, char** argv) {
   }
   if (values.count("--template")) r.template_file = values["--template"];
   if (values.count("--model")) r.model_dir = values["--model"];
-  if (!values.count("--messages")) {
-    if (!r.template_file && !r.model_dir)
-      throw_error("one of --template or --model is required (see lmx render-chat --help)");
-    throw_error("--messages is required");
-  }
   if (values.count("--tools")) r.tools = read_json("--tools", values["--tools"]);
   if (values.count("--documents")) r.documents = read_json("--documents", values["--documents"]);
   if (values.count("--bos-token")) r.bos_token = values["--bos-token"];
   if (values.count("--eos-token")) r.eos_token = values["--eos-token"];
+  const auto [text, options] = prepare(r);  // first: it requires --template or --model
+  if (!values.count("--messages")) throw_error("--messages is required");
   r.messages = read_json("--messages", values["--messages"]);
-  const auto [text, options] = prepare(r);
   std::string rendered;
   try {
     rendered = chat::render_chat(text, r.messages, options);

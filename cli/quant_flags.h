@@ -31,7 +31,7 @@ inline constexpr const char* kQuantUsage =
     "    after calibrating on F (default: a text built into LMX); alpha in [0, 1], unset:\n"
     "    searched per layer; the result is cached (docs/quantization.md)\n"
     "  --quantize fp8: FP8 E4M3 weights (one scale an output channel) and per-token E4M3\n"
-    "    activations (W8A8); device cpu for now\n";
+    "    activations (W8A8)\n";
 
 // `flags` plus the value flags above.
 std::set<std::string> with_quant_flags(std::set<std::string> flags);

@@ -151,7 +151,10 @@ class Resolver {
                               stored_start.begin() - 1);
       s.row_order.push_back(scale_start[p] + (per_tensor[p] ? 0 : stored - stored_start[p]));
     }
-    for (const TensorView* part : s.parts) {  // a few floats: checked here, read again per rank
+    // A few floats, checked here so that load_model refuses a bad one; shard_weights reads them
+    // again, each rank its rows, into quant.checkpoint_scales (kept here they would be lost:
+    // request_quantization replaces l.quant for option.quantize=fp8 on an fp8 checkpoint).
+    for (const TensorView* part : s.parts) {
       WeightRef whole;
       whole.parts = {part};
       whole.shape = {part->numel()};

@@ -11,15 +11,14 @@ plugin (no model needed), with raw sockets where a client library would not send
 Usage: e2e_http.py --server lmx-server --plugin liblmx_fake.so --model-dir DIR [--only NAME]"""
 import json
 import os
-import re
 import resource
 import select
 import socket
-import threading
 import time
 
 import harness
 from harness import Checks, Server, args_from_argv
+from http_raw import connect, exchange, final, parse_responses, read_all, request
 
 MB = 1 << 20
 
@@ -30,85 +29,6 @@ def http(method, url, body=None, headers=None, timeout=60):
         return harness.http(method, url, body, headers, timeout)
     except (OSError, ValueError) as e:
         return 0, {}, str(e).encode()
-
-
-# ---------------------------------------------------------------------------- raw HTTP helpers
-
-def connect(port, rcvbuf=None):
-    s = socket.socket()
-    if rcvbuf:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    s.connect(("127.0.0.1", port))
-    return s
-
-
-def read_all(s, timeout=10):
-    """Everything until the server closes (or `timeout` passes)."""
-    s.settimeout(timeout)
-    out = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-    except (socket.timeout, ConnectionResetError):
-        pass
-    return out
-
-
-def exchange(port, data, timeout=10):
-    s = connect(port)
-    s.sendall(data)
-    out = read_all(s, timeout)
-    s.close()
-    return out
-
-
-def parse_responses(data, bodiless=()):
-    """[(status, headers dict lower-case, body)] of Content-Length-framed responses; interim
-    1xx responses are included (body b""); the final responses numbered in `bodiless` (answers
-    to HEAD) have no body whatever their Content-Length."""
-    out = []
-    finals = 0
-    while data:
-        head, sep, rest = data.partition(b"\r\n\r\n")
-        if not sep:
-            break
-        lines = head.decode("latin-1").split("\r\n")
-        try:
-            status = int(lines[0].split()[1])
-        except (IndexError, ValueError):  # not a response: the framing was lost
-            out.append((-1, {}, data))
-            break
-        headers = {}
-        for line in lines[1:]:
-            k, _, v = line.partition(":")
-            headers[k.strip().lower()] = v.strip()
-        n = 0 if status < 200 else int(headers.get("content-length", 0))
-        if status >= 200:
-            if finals in bodiless:
-                n = 0
-            finals += 1
-        out.append((status, headers, rest[:n]))
-        data = rest[n:]
-    return out
-
-
-def final(responses):
-    """The last non-interim response."""
-    finals = [r for r in responses if r[0] >= 200]
-    return finals[-1] if finals else (0, {}, b"")
-
-
-def request(method, target, body=b"", headers=(), version="1.1"):
-    head = f"{method} {target} HTTP/{version}\r\nHost: x\r\n"
-    for h in headers:
-        head += h + "\r\n"
-    if body and not any(h.lower().startswith(("content-length", "transfer-encoding"))
-                        for h in headers):
-        head += f"Content-Length: {len(body)}\r\n"
-    return head.encode() + b"\r\n" + body
 
 
 def lmi(inputs, **params):

@@ -18,11 +18,11 @@ import http.client
 import json
 import os
 import random
-import socket
 import threading
 import time
 
 from harness import Checks, Server, args_from_argv, http as http_call
+from http_raw import connect, exchange, parse_responses, request
 
 # In the sanitizer pass (scripts/sanitize.sh) ASan's quarantine of freed memory makes RSS say
 # nothing about leaks: LeakSanitizer checks them at the server's exit instead.
@@ -70,25 +70,9 @@ def post(port, path, body, content_type="application/json", timeout=60):
         c.close()
 
 
-def raw(port, data, timeout=30):
-    """Sends bytes, returns what comes back until the server closes (or the timeout)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        got = b""
-        try:
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                got += chunk
-        except (socket.timeout, ConnectionResetError):
-            pass
-        return got
-
-
-def request_bytes(path, body, extra=""):
-    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Connection: close\r\n{extra}Content-Length: {len(body)}\r\n\r\n").encode() + body
+def post_bytes(path, body):
+    """A JSON POST on a connection the server closes after answering, as raw bytes."""
+    return request("POST", path, body, ["Content-Type: application/json", "Connection: close"])
 
 
 class Stats:
@@ -184,10 +168,8 @@ def malformed_cases():
 
     def raw_case(data):
         def send(port):
-            got = raw(port, data)
-            head, _, body = got.partition(b"\r\n\r\n")
-            parts = head.split(b" ", 2)
-            return (int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0), body
+            responses = parse_responses(exchange(port, data, timeout=30))
+            return (responses[0][0], responses[0][2]) if responses else (0, b"")
         return send
 
     deep = "[" * 20000 + "]" * 20000  # 40 KB, within the body limit: the depth bound answers
@@ -250,13 +232,13 @@ def run_disconnect(port, rng, st):
     body = json.dumps({"inputs": rng.choice(PROMPTS), "stream": how == "mid_stream",
                        "parameters": {"max_new_tokens": 200, "ignore_eos": True}}).encode()
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        with connect(port, timeout=30) as s:
             if how == "mid_header":
                 s.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Le")
             elif how == "mid_body":
-                s.sendall(request_bytes("/invocations", body)[:-len(body) // 2])
+                s.sendall(post_bytes("/invocations", body)[:-len(body) // 2])
             else:
-                s.sendall(request_bytes("/invocations", body))
+                s.sendall(post_bytes("/invocations", body))
                 if how == "mid_stream":
                     got = b""
                     while b'"token"' not in got and b"503" not in got[:20]:

@@ -1,4 +1,5 @@
-// `lmx config --model-dir DIR` end to end: runs the built binary and parses its JSON.
+// `lmx config --model-dir DIR` end to end: runs the built binary and parses its JSON. Also the
+// argument errors of lmx bench (shared quantization flags) and lmx render-chat.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -87,6 +88,57 @@ TEST_F(LmxConfigCli, MissingModelDirIsAnError) {
   const Result r = run(lmx_binary() + " config 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.out.find("--model-dir"), std::string::npos) << r.out;
+}
+
+// lmx bench reads --quantize with lmx generate's parser (cli/quant_flags.h), and its argument
+// errors come before the CUDA check, so a CPU build reports them too.
+class LmxBenchCli : public LmxConfigCli {};
+
+TEST_F(LmxBenchCli, BadQuantizeValueIsNamed) {
+  const Result r = run(lmx_binary() + " bench --quantize bogus 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--quantize must be dynamic_int8, smoothquant, fp8 or none, got 'bogus'"),
+            std::string::npos) << r.out;
+}
+
+TEST_F(LmxBenchCli, SmoothquantIsNotCalibrated) {
+  const Result flag = run(lmx_binary() + " bench --quantize smoothquant --smoothquant-alpha 0.5 2>&1");
+  EXPECT_EQ(flag.exit_code, 1);
+  EXPECT_NE(flag.out.find("--smoothquant-alpha calibrates: lmx bench --quantize smoothquant runs "
+                          "on random weights"),
+            std::string::npos) << flag.out;
+  const Result model = run(lmx_binary() + " bench --quantize smoothquant --model /nonexistent 2>&1");
+  EXPECT_EQ(model.exit_code, 1);
+  EXPECT_NE(model.out.find("runs on random weights (--shape)"), std::string::npos) << model.out;
+  const Result other = run(lmx_binary() + " bench --quantize fp8 --smoothquant-alpha 0.5 2>&1");
+  EXPECT_NE(other.out.find("--smoothquant-alpha applies to --quantize smoothquant"),
+            std::string::npos) << other.out;
+}
+
+TEST_F(LmxBenchCli, HelpNamesTheQuantizationFlags) {
+  const Result r = run(lmx_binary() + " bench --help");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* flag : {"--quantize dynamic_int8 [--quantize-group-size N]",
+                           "--quantize smoothquant", "--quantize fp8", "--kv-cache-dtype"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+}
+
+class LmxRenderChatCli : public LmxConfigCli {};
+
+TEST_F(LmxRenderChatCli, NamesWhatIsMissing) {
+  const Result none = run(lmx_binary() + " render-chat 2>&1");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("one of --template or --model is required"), std::string::npos)
+      << none.out;
+  TempModelDir dir("");
+  const std::string tmpl = (dir.path() / "t.jinja").string();
+  std::FILE* f = std::fopen(tmpl.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("{{ messages[0].content }}", f);
+  std::fclose(f);
+  const Result no_messages = run(lmx_binary() + " render-chat --template '" + tmpl + "' 2>&1");
+  EXPECT_EQ(no_messages.exit_code, 1);
+  EXPECT_NE(no_messages.out.find("--messages is required"), std::string::npos) << no_messages.out;
 }
 
 }  // namespace
