@@ -552,14 +552,17 @@ class CudaBackend final : public Backend {
   // residual_in_epilogue, else written to `out` with its bias, pending until a norm adds it.
   // Under tensor parallelism each rank's output is partial (its input columns; the bias on rank
   // 0 only) and an all-reduce sums them: of `out`, or, in the epilogue case, of x_ itself, which
-  // the ranks other than 0 zero first, so the sum is x_ + every rank's part.
+  // the ranks other than 0 overwrite with their part alone (a plain store: no memset node between
+  // the kernels, so the projection still starts its weight stream under the attention or the
+  // gate/up projection before it), so the sum is x_ + every rank's part.
   void output_projection(const DeviceLinear<T>& L, const T* in, T* out, const Step& s) {
     const size_t elems = size_t(s.n()) * desc_.hidden_size;
     if constexpr (kSkinnyGemv<T>) {
       if (s.residual_in_epilogue) {
-        if (tp_.ranks > 1 && tp_.rank != 0)
-          LMX_CUDA_CHECK(cudaMemsetAsync(x_.get(), 0, elems * sizeof(T), stream_));
-        k::skinny_linear_add<T>(in, view(L), x_.get(), s.n(), stream_);
+        if (tp_.rank == 0)
+          k::skinny_linear_add<T>(in, view(L), x_.get(), s.n(), stream_);
+        else  // no bias here (engine/model/shard.cpp): skinny_linear refuses one
+          k::skinny_linear<T>(in, view(L), x_.get(), s.n(), stream_);
         all_reduce(x_.get(), elems);
         return;
       }
