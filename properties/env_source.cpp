@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -66,6 +67,15 @@ Environment Environment::from_map(std::map<std::string, std::string> vars, int g
 const std::string* Environment::get(const std::string& name) const {
   auto it = vars.find(name);
   return it == vars.end() ? nullptr : &it->second;
+}
+
+int launcher_process_count(const Environment& env) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const std::string* v = env.get(name);
+    const long n = v != nullptr ? std::strtol(v->c_str(), nullptr, 10) : 0;
+    if (n > 1) return int(std::min<long>(n, 1 << 20));
+  }
+  return 1;
 }
 
 int visible_gpu_count(const Environment& env) {

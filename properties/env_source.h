@@ -40,6 +40,10 @@ struct Environment {
 // cudaGetDeviceCount() instead.
 int visible_gpu_count(const Environment& env);
 
+// Processes of the mpirun (Open MPI or PMI) group that started this one; 1 when not started by
+// one. (engine/parallel/mpi_communicator.cpp reads the same variables to join the group.)
+int launcher_process_count(const Environment& env);
+
 // Layers of the environment, highest precedence first.
 enum class EnvLayer { Option = 0, Named = 1, Alias = 2 };
 

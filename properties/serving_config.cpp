@@ -365,16 +365,21 @@ class Resolver {
   }
 
   // Whole-model copies, each on tensor_parallel_degree GPUs of its own. Default: as many as fit
-  // (cuda: visible GPUs / degree; cpu: 1). On cpu any count runs (copies of the CPU reference).
+  // (cuda: visible GPUs / degree; cpu: 1), and 1 in a process started by mpirun, whose group of
+  // processes is one replica (the ranks are the processes). On cpu any count runs (copies of the
+  // CPU reference).
   void resolve_replicas() {
     const std::string key = "option.max_replicas";
     const int tp = cfg_.tensor_parallel_degree, gpus = env_.gpu_count;
     const bool cuda = cfg_.device == Device::Cuda;
-    const int fit = cuda ? std::max(1, gpus / tp) : 1;
+    const int processes = launcher_process_count(env_);
+    const int fit = cuda && processes == 1 ? std::max(1, gpus / tp) : 1;
     const RawValue* v = take(key);
     if (v == nullptr) {
       cfg_.max_replicas = fit;
       if (fit > 1) note(key, fmt::format("as many as fit: {} GPU(s) / degree {}", gpus, tp));
+      if (cuda && processes > 1)
+        note(key, fmt::format("1: one replica a group of {} mpirun processes", processes));
       return;
     }
     const auto n = parse_integer(trim(v->text));

@@ -350,14 +350,22 @@ TEST(Validation, ValidEdgeValuesAreAccepted) {
 
 namespace {
 
-// option.max_replicas: as many as fit by default (visible GPUs / degree on cuda, 1 on cpu); more
-// than the GPUs hold is an error naming the numbers; on cpu any count runs.
+// option.max_replicas: as many as fit by default (visible GPUs / degree on cuda, 1 on cpu, 1 in
+// a process started by mpirun: its group is one replica); more than the GPUs hold is an error
+// naming the numbers; on cpu any count runs.
 TEST(Validation, ReplicasFitTheGpus) {
   TempModelDir dir;
   const auto caps = EngineCapabilities::everything();
   EXPECT_EQ(load(dir, {}, 8, caps).max_replicas, 8);
   EXPECT_EQ(load(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}}, 8, caps).max_replicas, 4);
   EXPECT_EQ(load(dir, {{"TENSOR_PARALLEL_DEGREE", "3"}}, 8, caps).max_replicas, 2);
+  for (const char* size : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const ServingConfig c = load(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}, {size, "2"}}, 4, caps);
+    EXPECT_EQ(c.max_replicas, 1) << size;
+  }
+  EXPECT_EQ(load(dir, {{"TENSOR_PARALLEL_DEGREE", "2"}, {"OMPI_COMM_WORLD_SIZE", "1"}}, 4, caps)
+                .max_replicas,
+            2);
   EXPECT_EQ(load(dir, {}, 0, caps).max_replicas, 1);
   EXPECT_EQ(load(dir, {{"OPTION_MAX_REPLICAS", "3"}, {"OPTION_DEVICE", "cpu"}}, 0, caps).max_replicas,
             3);
