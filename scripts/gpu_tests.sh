@@ -85,4 +85,14 @@ LMX_E2E_DEVICE=cuda LMX_E2E_GPUS=$gpus timeout -k 10 "$limit" python3 tests/cont
   status=1
 echo "e2e_families: $((SECONDS - start)) s"
 grep -E "checks passed|FAIL" "$log_dir/e2e_families.log" | head -20 || true
+# lmx-server under mpirun, each process on its own GPU (NCCL between processes): 2+ GPUs.
+if ((gpus >= 2)); then
+  echo "== e2e_mpi (cuda)"
+  start=$SECONDS
+  LMX_E2E_DEVICE=cuda timeout -k 10 "$limit" python3 tests/container/e2e_mpi.py \
+    --server build-gpu/bin/lmx-server --plugin build-gpu/lib/liblmx.so \
+    --model-dir ../shared/models/tinystories-656k >"$log_dir/e2e_mpi.log" 2>&1 || status=1
+  echo "e2e_mpi: $((SECONDS - start)) s"
+  grep -E "checks passed|FAIL|answers:" "$log_dir/e2e_mpi.log" | head -20 || true
+fi
 exit $status

@@ -1,5 +1,7 @@
 """lmx-server under mpirun (docs/tensor-parallel.md): `mpirun -np 2 lmx-server` at
-option.tensor_parallel_degree=2 on cpu serves from process 0 alone; process 1 runs its rank.
+option.tensor_parallel_degree=2 serves from process 0 alone; process 1 runs its rank. The device
+comes from LMX_E2E_DEVICE: cpu here and in CI; cuda on a machine with 2+ GPUs (scripts/gpu_tests.sh:
+fp32, each process on the GPU of its local rank, NCCL between them).
 
   answers    greedy answers (LMI /invocations with one input and with a list, /v1/completions, an
              LMI stream; all at once) equal the same server's with the ranks as threads (degree 2)
@@ -229,9 +231,12 @@ def check_refused(c, words, label, want):
 
 def main():
     a = args_from_argv()
-    c = Checks("e2e_mpi")
     mpirun = mpirun_words()
-    base = {"option.device": "cpu"}
+    device = os.environ.get("LMX_E2E_DEVICE", "cpu")
+    c = Checks(f"e2e_mpi ({device})")
+    base = {"option.device": device}
+    if device == "cuda":
+        base["option.dtype"] = "fp32"  # greedy ids equal at every degree
 
     want = {}
     for degree in (1, 2):
