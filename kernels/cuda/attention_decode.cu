@@ -62,7 +62,11 @@ constexpr int kMaxSplits = 64;
 #define LMX_ATTN_DECODE_TARGET_CTAS (4 * 132)  // ~4 resident CTAs per SM on an H100 (132 SMs)
 #endif
 constexpr int kTargetCtas = LMX_ATTN_DECODE_TARGET_CTAS;
-constexpr int kMinSplitKeys = 128;
+// The fewest keys a split of decode_kernel takes: one tile. Few (token, kv head) pairs (batch 1 on a
+// tensor-parallel rank's 1-2 kv heads, or GQA with 8) then still spread over ~kTargetCtas CTAs
+// instead of waiting on one CTA's serial tiles: Llama-2-70B at degree 4 (2 kv heads a rank) ran 8
+// CTAs of 128 keys for a 512-key context (bench/RESULTS.md).
+constexpr int kMinSplitKeys = kTileKeys;
 // decode_warp_kernel knobs: the largest group it serves (0 = off, 1 = MHA only, up to 8); the
 // CTAs its split plan aims at (2 per SM: each CTA keeps 4 warps x 8-16 KB in flight, so 2 per
 // SM already saturate HBM and a partial last wave costs little); the most splits (= cluster
