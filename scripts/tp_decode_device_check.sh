@@ -2,7 +2,7 @@
 # One call on a 4-GPU kind for decode under tensor parallelism against an earlier commit (issue
 # 22, run 4): builds lmx from the tree and from BASE_SRC (`git archive <commit>` unpacked into
 # .cache/base-src and carried) side by side, with the CUDA kernel and parity tests of the tree;
-# then, alternating base and tree, `lmx bench` of Llama-2-70B fp16 at degree 4 (random weights
+# then, alternating base and tree (two rounds of the first), `lmx bench` of Llama-2-70B fp16 at degree 4 (random weights
 # made in GPU memory), of one degree-4 rank's shard of it at degree 1 (.cache/shard70b: 16 heads,
 # 2 KV heads, intermediate 7168) and of Llama-3-8B bf16 at degree 1; then the attention kernel
 # tests and the parity tests (every non-quantized one; the tensor-parallel fp32 ones at degrees
@@ -25,7 +25,8 @@ S="--context 512 --prefill 512 --steps 16 --graphs"
 specs=("--shape llama-2-70b --dtype fp16 --batches 1,32 --tensor-parallel-degree 4 $S"
        "--model .cache/shard70b --dtype fp16 --batches 1,32 $S"
        "--shape llama-3-8b --dtype bf16 --batches 1,32 $S")
-for round in 1 2; do
+for round in 1 2; do  # the second round: Llama-2-70B again
+  ((round == 2)) && specs=("${specs[0]}")
   for spec in "${specs[@]}"; do
     for b in build-base build-gpu; do
       step "$b round $round: lmx bench $spec"
