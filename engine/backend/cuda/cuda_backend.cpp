@@ -1174,7 +1174,10 @@ std::unique_ptr<Backend> make_group(const DecoderDesc& desc, const ModelWeightRe
                                     std::optional<uint64_t> seed, const CudaBackendOptions& o) {
   if (!cuda_device_available()) throw_error("no CUDA GPU is available on this machine");
   const int degree = o.tensor_parallel_degree;
-  rank_desc(desc, {0, degree});  // a degree that does not split the model, before any rank starts
+  // A degree that does not split the model, before any rank thread starts. mpirun's processes are
+  // ranks already: they first agree on the group (launch_ranks: a process count other than the
+  // degree is the error to report), then each rank's build refuses the split, as on the CPU.
+  if (!launched_by_mpi()) rank_desc(desc, {0, degree});
   const int gpus = cuda_device_count();
   if (!launched_by_mpi() && o.first_device + degree > gpus)
     throw_error("tensor_parallel_degree {} from GPU {} needs GPUs {}..{}; {} are visible to this "
