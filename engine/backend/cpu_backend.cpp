@@ -482,9 +482,10 @@ class CpuBackend final : public Backend {
   std::vector<kernels::DrawPartial> draw_together(std::span<const kernels::SamplingRow> params) {
     rank_logits();
     const int rows = int(params.size()), per = int(w_.lm_head.out);
-    const int first = tp_.rank * per, cols = std::clamp(desc_.vocab_size - first, 0, per);
+    const VocabSlice ids = rank_vocab_slice(desc_.vocab_size, tp_);
     std::vector<kernels::DrawPartial> mine(static_cast<size_t>(rows)), all(size_t(tp_.ranks) * mine.size());
-    k::draw_partials(local_logits_.data(), rows, per, cols, first, params.data(), mine.data());
+    k::draw_partials(local_logits_.data(), rows, per, ids.cols, ids.first, params.data(),
+                     mine.data());
     // Sent as floats (the communicator's element type), bit for bit.
     constexpr size_t kFloats = sizeof(kernels::DrawPartial) / sizeof(float);
     Buffer words(mine.size() * kFloats), gathered(all.size() * kFloats);

@@ -74,6 +74,12 @@ LinearRef vocab_parallel(const LinearRef& head, const WeightRef& weight, TensorP
 
 int vocab_rows_per_rank(int vocab, int ranks) { return (vocab + ranks - 1) / ranks; }
 
+VocabSlice rank_vocab_slice(int vocab, TensorParallelRank tp) {
+  const int per = vocab_rows_per_rank(vocab, tp.ranks);
+  const int first = tp.rank * per;
+  return {first, std::clamp(vocab - first, 0, per)};
+}
+
 DecoderDesc rank_desc(const DecoderDesc& d, TensorParallelRank tp) {
   const int n = tp.ranks;
   if (n < 1 || tp.rank < 0 || tp.rank >= n)

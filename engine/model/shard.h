@@ -26,6 +26,13 @@ DecoderDesc rank_desc(const DecoderDesc& d, TensorParallelRank tp);
 // with zero rows past the vocabulary (their logits are dropped when gathered).
 int vocab_rows_per_rank(int vocab, int ranks);
 
+// The vocabulary ids whose logits rank `tp.rank` computes: [first, first + cols), its first `cols`
+// rows of vocab_rows_per_rank (cols < that on a rank that pads, 0 on one wholly past the end).
+struct VocabSlice {
+  int first = 0, cols = 0;
+};
+VocabSlice rank_vocab_slice(int vocab, TensorParallelRank tp);
+
 // The rank's part of the model's weights, as references that select its slices: column-parallel
 // projections (qkv, gate/up) keep the rows of the rank's heads / intermediate slice, row-parallel
 // ones (o, down) their columns, with the bias on rank 0 only (the all-reduce of the partial

@@ -87,6 +87,23 @@ TEST(ShardWeights, ReplicatedKvHeads) {
 }
 
 // One rank: the model's own references, untouched.
+// Each rank's vocabulary ids: ceil(vocab / ranks) a rank, the last ones short or empty.
+TEST(ShardWeights, RankVocabSlices) {
+  auto slices = [](int vocab, int ranks) {
+    std::vector<std::pair<int, int>> out;
+    for (int r = 0; r < ranks; ++r) {
+      const VocabSlice s = rank_vocab_slice(vocab, {r, ranks});
+      out.emplace_back(s.first, s.cols);
+    }
+    return out;
+  };
+  using Slices = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(slices(12, 4), (Slices{{0, 3}, {3, 3}, {6, 3}, {9, 3}}));
+  EXPECT_EQ(slices(10, 4), (Slices{{0, 3}, {3, 3}, {6, 3}, {9, 1}}));
+  EXPECT_EQ(slices(5, 4), (Slices{{0, 2}, {2, 2}, {4, 1}, {6, 0}}));
+  EXPECT_EQ(slices(7, 1), (Slices{{0, 7}}));
+}
+
 TEST(ShardWeights, OneRankIsTheWholeModel) {
   const LoadedModel m = load_model(std::string(LMX_FIXTURES_DIR) + "/parity/llama_mha_tied");
   const ModelWeightRefs s = shard_weights(m.weights, m.desc, {0, 1});

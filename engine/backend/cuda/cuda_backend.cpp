@@ -665,11 +665,12 @@ class CudaBackend final : public Backend {
     const size_t n = size_t(rows) * per;
     comm_->all_gather(rank_logits_.get(), gathered_logits_.get(), n, DeviceDtype::F32, stream_);
     const int V = desc_.vocab_size;
-    for (int r = 0; r < tp_.ranks && r * per < V; ++r) {
-      const int cols = std::min(per, V - r * per);
-      LMX_CUDA_CHECK(cudaMemcpy2DAsync(logits_.get() + size_t(r) * per, size_t(V) * sizeof(float),
+    for (int r = 0; r < tp_.ranks; ++r) {
+      const VocabSlice ids = rank_vocab_slice(V, {r, tp_.ranks});
+      if (ids.cols == 0) continue;
+      LMX_CUDA_CHECK(cudaMemcpy2DAsync(logits_.get() + ids.first, size_t(V) * sizeof(float),
                                        gathered_logits_.get() + size_t(r) * n,
-                                       size_t(per) * sizeof(float), size_t(cols) * sizeof(float),
+                                       size_t(per) * sizeof(float), size_t(ids.cols) * sizeof(float),
                                        size_t(rows), cudaMemcpyDeviceToDevice, stream_));
     }
     mark("");
@@ -679,12 +680,12 @@ class CudaBackend final : public Backend {
   // into draw_all_ [ranks, rows] (kernels/sampling.h) instead of the logits.
   void draw_together(std::span<const kernels::SamplingRow> params) {
     const int rows = int(params.size()), per = int(w_.lm_head.out);
-    const int first = tp_.rank * per, cols = std::clamp(desc_.vocab_size - first, 0, per);
+    const VocabSlice ids = rank_vocab_slice(desc_.vocab_size, tp_);
     mark("sampling");
     LMX_CUDA_CHECK(cudaMemcpyAsync(sample_params_.get(), params.data(),
                                    params.size() * sizeof(kernels::SamplingRow),
                                    cudaMemcpyHostToDevice, stream_));
-    k::draw_partials(rank_logits_.get(), rows, per, cols, first, sample_params_.get(),
+    k::draw_partials(rank_logits_.get(), rows, per, ids.cols, ids.first, sample_params_.get(),
                      draw_mine_.get(), stream_);
     constexpr size_t kFloats = sizeof(kernels::DrawPartial) / sizeof(float);
     comm_->all_gather(reinterpret_cast<const float*>(draw_mine_.get()),
