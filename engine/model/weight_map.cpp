@@ -339,8 +339,6 @@ void require_finite(const TensorView& part, const float* values, int64_t n, int6
                   row >= 0 ? fmt::format(" in row {}", row) : "");
 }
 
-
-
 // The checkpoint pages materialize_f32 read (stored rows [first, last] of each part, or the whole
 // part when transposed), released from the process's memory (engine/model/mapped_file.h).
 void release_read_pages(const WeightRef& ref, std::span<const std::pair<int64_t, int64_t>> read_rows,
@@ -357,8 +355,6 @@ void release_read_pages(const WeightRef& ref, std::span<const std::pair<int64_t,
     release_mapped_pages(data.subspan(size_t(first) * row_bytes, size_t(last - first + 1) * row_bytes));
   }
 }
-
-
 
 // Where a weight's rows are stored: the concatenation of its parts (their first rows in it), the
 // stored row length and the column ranges kept.
@@ -385,6 +381,26 @@ struct StoredRows {
   }
 };
 
+// Rows [begin, end) of `ref` in order: zero_row(i) for a padding row, stored_row(i, part p, row r
+// of the part) for the others; then the checkpoint pages of the rows read are released.
+template <typename ZeroRow, typename StoredRow>
+void walk_rows(const WeightRef& ref, const StoredRows& rows, int64_t begin, int64_t end,
+               ZeroRow zero_row, StoredRow stored_row) {
+  // Each part's stored rows read, [first, last].
+  std::vector<std::pair<int64_t, int64_t>> read_rows(ref.parts.size(), {INT64_MAX, -1});
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t stored = ref.row_order.empty() ? i : ref.row_order[size_t(i)];
+    if (stored == WeightRef::kZeroRow) {
+      zero_row(i);
+      continue;
+    }
+    const auto [p, r] = rows.locate(stored);
+    read_rows[p] = {std::min(read_rows[p].first, r), std::max(read_rows[p].second, r)};
+    stored_row(i, p, r);
+  }
+  release_read_pages(ref, read_rows, rows.full_cols);
+}
+
 // Whether any of n stored values (F16, BF16 or F32 bits) is an infinity or a NaN.
 bool any_non_finite(DType dtype, const std::byte* data, size_t n) {
   const auto all_ones = [&](auto bits, auto exponent) {
@@ -407,40 +423,35 @@ void materialize_rows_f32(const WeightRef& ref, int64_t begin, int64_t end, floa
   const StoredRows stored_rows(ref);
   // Transposed parts (GPT-2's Conv1D, [cols, rows]) are converted whole, one part at a time.
   std::vector<float> transposed_part;
-  int transposed_index = -1;
-  // Each part's stored rows read, [first, last]: their pages are released at the end.
-  std::vector<std::pair<int64_t, int64_t>> read_rows(ref.parts.size(), {INT64_MAX, -1});
-  for (int64_t i = begin; i < end; ++i) {
-    float* out = dst + (i - begin) * cols;
-    const int64_t stored = ref.row_order.empty() ? i : ref.row_order[size_t(i)];
-    if (stored == WeightRef::kZeroRow) {
-      std::fill_n(out, cols, 0.0f);
-      continue;
-    }
-    const auto [p, r] = stored_rows.locate(stored);
-    const TensorView& part = *ref.parts[p];
-    read_rows[p] = {std::min(read_rows[p].first, r), std::max(read_rows[p].second, r)};
-    if (!ref.transposed) {
-      const size_t elem = dtype_size(part.dtype);
-      for (auto [b, e] : stored_rows.col_ranges) {
-        convert_to_f32(part.dtype, part.data.data() + size_t(r * stored_rows.full_cols + b) * elem,
-                       size_t(e - b), out);
-        require_finite(part, out, e - b, r);
-        out += e - b;
-      }
-    } else {
-      const int64_t part_rows = part.shape[1];
-      if (transposed_index != int(p)) {
-        transposed_part.resize(size_t(part.numel()));
-        convert_to_f32(part.dtype, part.data.data(), size_t(part.numel()), transposed_part.data());
-        require_finite(part, transposed_part.data(), part.numel(), -1);
-        transposed_index = int(p);
-      }
-      for (auto [b, e] : stored_rows.col_ranges)
-        for (int64_t c = b; c < e; ++c) *out++ = transposed_part[size_t(c * part_rows + r)];
-    }
-  }
-  release_read_pages(ref, read_rows, stored_rows.full_cols);
+  size_t transposed_index = SIZE_MAX;
+  auto row_out = [&](int64_t i) { return dst + (i - begin) * cols; };
+  walk_rows(
+      ref, stored_rows, begin, end, [&](int64_t i) { std::fill_n(row_out(i), cols, 0.0f); },
+      [&](int64_t i, size_t p, int64_t r) {
+        const TensorView& part = *ref.parts[p];
+        float* out = row_out(i);
+        if (!ref.transposed) {
+          const size_t elem = dtype_size(part.dtype);
+          for (auto [b, e] : stored_rows.col_ranges) {
+            convert_to_f32(part.dtype,
+                           part.data.data() + size_t(r * stored_rows.full_cols + b) * elem,
+                           size_t(e - b), out);
+            require_finite(part, out, e - b, r);
+            out += e - b;
+          }
+          return;
+        }
+        const int64_t part_rows = part.shape[1];
+        if (transposed_index != p) {
+          transposed_part.resize(size_t(part.numel()));
+          convert_to_f32(part.dtype, part.data.data(), size_t(part.numel()),
+                         transposed_part.data());
+          require_finite(part, transposed_part.data(), part.numel(), -1);
+          transposed_index = p;
+        }
+        for (auto [b, e] : stored_rows.col_ranges)
+          for (int64_t c = b; c < e; ++c) *out++ = transposed_part[size_t(c * part_rows + r)];
+      });
 }
 
 bool copy_rows_as_stored(const WeightRef& ref, DType dtype, int64_t begin, int64_t end,
@@ -453,29 +464,24 @@ bool copy_rows_as_stored(const WeightRef& ref, DType dtype, int64_t begin, int64
   const size_t elem = dtype_size(dtype);
   const int64_t cols = ref.shape.size() == 2 ? ref.shape[1] : 1;
   const StoredRows stored_rows(ref);
-  std::vector<std::pair<int64_t, int64_t>> read_rows(ref.parts.size(), {INT64_MAX, -1});
-  for (int64_t i = begin; i < end; ++i) {
-    std::byte* out = dst + size_t(i - begin) * size_t(cols) * elem;
-    const int64_t stored = ref.row_order.empty() ? i : ref.row_order[size_t(i)];
-    if (stored == WeightRef::kZeroRow) {
-      std::memset(out, 0, size_t(cols) * elem);
-      continue;
-    }
-    const auto [p, r] = stored_rows.locate(stored);
-    const TensorView& part = *ref.parts[p];
-    read_rows[p] = {std::min(read_rows[p].first, r), std::max(read_rows[p].second, r)};
-    for (auto [b, e] : stored_rows.col_ranges) {
-      const size_t bytes = size_t(e - b) * elem;
-      std::memcpy(out, part.data.data() + size_t(r * stored_rows.full_cols + b) * elem, bytes);
-      if (any_non_finite(dtype, out, size_t(e - b))) {  // the message of the converting path
-        std::vector<float> values(size_t(e - b));
-        convert_to_f32(dtype, out, values.size(), values.data());
-        require_finite(part, values.data(), e - b, r);
-      }
-      out += bytes;
-    }
-  }
-  release_read_pages(ref, read_rows, stored_rows.full_cols);
+  auto row_out = [&](int64_t i) { return dst + size_t(i - begin) * size_t(cols) * elem; };
+  walk_rows(
+      ref, stored_rows, begin, end,
+      [&](int64_t i) { std::memset(row_out(i), 0, size_t(cols) * elem); },
+      [&](int64_t i, size_t p, int64_t r) {
+        const TensorView& part = *ref.parts[p];
+        std::byte* out = row_out(i);
+        for (auto [b, e] : stored_rows.col_ranges) {
+          const size_t bytes = size_t(e - b) * elem;
+          std::memcpy(out, part.data.data() + size_t(r * stored_rows.full_cols + b) * elem, bytes);
+          if (any_non_finite(dtype, out, size_t(e - b))) {  // the message of the converting path
+            std::vector<float> values(size_t(e - b));
+            convert_to_f32(dtype, out, values.size(), values.data());
+            require_finite(part, values.data(), e - b, r);
+          }
+          out += bytes;
+        }
+      });
   return true;
 }
 
