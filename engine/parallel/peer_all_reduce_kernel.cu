@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace lmx::peer {
@@ -46,48 +47,18 @@ __device__ __forceinline__ uint4 sendable(uint4 v) {
   return v;
 }
 
-// 16 bytes of T as fp32 and back.
+// 16 bytes of T as fp32 and back (the kernels' conversions: kernels/cuda/common.cuh).
 template <typename T>
-struct Pack;
-template <>
-struct Pack<float> {
-  static constexpr int n = 4;
+struct Pack {
+  static constexpr int n = 16 / sizeof(T);
   static __device__ void add(float* acc, uint4 v) {
-    const float* f = reinterpret_cast<const float*>(&v);
-    for (int i = 0; i < n; ++i) acc[i] += f[i];
+    const T* x = reinterpret_cast<const T*>(&v);
+    for (int i = 0; i < n; ++i) acc[i] += kernels::cuda::detail::to_f(x[i]);
   }
   static __device__ uint4 store(const float* acc) {
     uint4 v;
-    float* f = reinterpret_cast<float*>(&v);
-    for (int i = 0; i < n; ++i) f[i] = acc[i];
-    return v;
-  }
-};
-template <>
-struct Pack<__half> {
-  static constexpr int n = 8;
-  static __device__ void add(float* acc, uint4 v) {
-    const __half* h = reinterpret_cast<const __half*>(&v);
-    for (int i = 0; i < n; ++i) acc[i] += __half2float(h[i]);
-  }
-  static __device__ uint4 store(const float* acc) {
-    uint4 v;
-    __half* h = reinterpret_cast<__half*>(&v);
-    for (int i = 0; i < n; ++i) h[i] = __float2half_rn(acc[i]);
-    return v;
-  }
-};
-template <>
-struct Pack<__nv_bfloat16> {
-  static constexpr int n = 8;
-  static __device__ void add(float* acc, uint4 v) {
-    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&v);
-    for (int i = 0; i < n; ++i) acc[i] += __bfloat162float(h[i]);
-  }
-  static __device__ uint4 store(const float* acc) {
-    uint4 v;
-    __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&v);
-    for (int i = 0; i < n; ++i) h[i] = __float2bfloat16_rn(acc[i]);
+    T* x = reinterpret_cast<T*>(&v);
+    for (int i = 0; i < n; ++i) x[i] = kernels::cuda::detail::from_f<T>(acc[i]);
     return v;
   }
 };
