@@ -4,8 +4,10 @@ so the text "\\u0001" is the fixture's one-token prompt [1]). The greedy ids the
 (`details`) must equal transformers' for that prompt. The device comes from LMX_E2E_DEVICE (cpu
 here and in CI; cuda on the GPU machine, where fp32 keeps greedy ids exact). On cpu each family
 is also served split over tensor-parallel ranks (threads), and on cuda over 2 GPUs (NCCL) when
-LMX_E2E_GPUS says the machine has 2 or more; /health must report the split. At every degree, six
-prompts streamed at once must each give the tokens that prompt gives alone."""
+LMX_E2E_GPUS says the machine has 2 or more; /health must report the split. On cuda the server
+runs its default option.max_replicas (as many copies as the GPUs hold: GPUs / degree), which
+/health must report too. At every degree, six prompts streamed at once (spread over the replicas)
+must each give the tokens that prompt gives alone."""
 import argparse
 import concurrent.futures
 import json
@@ -54,7 +56,7 @@ def write_tokenizer(d):
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast"}, f)
 
 
-def serve_one(c, a, d, name, expected, case, overrides):
+def serve_one(c, a, d, name, expected, case, overrides, replicas):
     degree = overrides["option.tensor_parallel_degree"]
     label = f"{name} at degree {degree}"
     with Server(a.server, a.plugin, d, overrides=overrides) as s:
@@ -63,8 +65,10 @@ def serve_one(c, a, d, name, expected, case, overrides):
         c.check(status == 200, f"{label}: /health {status} {body[:200]!r}")
         split = health.get("tensor_parallel", {})
         c.check(split.get("degree") == degree, f"{label}: /health tensor_parallel {split}")
+        count = health.get("replica_count", 1)  # absent: one engine
+        c.check(count == replicas, f"{label}: /health replica_count {count}, want {replicas}")
         print(f"{label}: {expected['architecture']} path {health.get('path')}, "
-              f"{split.get('heads_per_rank')} heads a rank", flush=True)
+              f"{split.get('heads_per_rank')} heads a rank, {count} replica(s)", flush=True)
         req = {"inputs": "\u0001", "parameters": {
             "max_new_tokens": len(case["greedy_ids"]), "do_sample": False,
             "ignore_eos": True, "details": True}}
@@ -133,14 +137,16 @@ def main():
                 if f != "expected.json":
                     os.symlink(os.path.join(src, f), os.path.join(d, f))
             write_tokenizer(d)
+            gpus = int(os.environ.get("LMX_E2E_GPUS", "1"))
             if device == "cpu":
                 degrees = [1, DEGREES.get(name, 2)]
             else:
-                degrees = [1, 2] if int(os.environ.get("LMX_E2E_GPUS", "1")) >= 2 else [1]
+                degrees = [1, 2] if gpus >= 2 else [1]
             for degree in degrees:
                 overrides = {"option.device": device, "option.dtype": "fp32",
                              "option.max_tokens": 64, "option.tensor_parallel_degree": degree}
-                serve_one(c, a, d, name, expected, case, overrides)
+                replicas = max(1, gpus // degree) if device == "cuda" else 1
+                serve_one(c, a, d, name, expected, case, overrides, replicas)
     c.done()
 
 
