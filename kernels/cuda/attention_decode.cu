@@ -62,11 +62,19 @@ constexpr int kMaxSplits = 64;
 #define LMX_ATTN_DECODE_TARGET_CTAS (4 * 132)  // ~4 resident CTAs per SM on an H100 (132 SMs)
 #endif
 constexpr int kTargetCtas = LMX_ATTN_DECODE_TARGET_CTAS;
-// The fewest keys a split of decode_kernel takes: one tile. Few (token, kv head) pairs (batch 1 on a
-// tensor-parallel rank's 1-2 kv heads, or GQA with 8) then still spread over ~kTargetCtas CTAs
-// instead of waiting on one CTA's serial tiles: Llama-2-70B at degree 4 (2 kv heads a rank) ran 8
-// CTAs of 128 keys for a 512-key context (bench/RESULTS.md).
-constexpr int kMinSplitKeys = kTileKeys;
+// decode_kernel's splits (plan()): up to ~kTargetCtas CTAs of at least kMinSplitKeys keys; where
+// that leaves the GPU short of kFillCtas CTAs (few (token, kv head) pairs: batch 1 on a
+// tensor-parallel rank's 1-2 kv heads, or GQA with 8 at small batches), more splits, down to one
+// 32-key tile each, up to kFillCtas. Measured (bench/RESULTS.md, 4 H100s, graphs, 512-key
+// contexts planned for 1024): Llama-2-70B at degree 4, batch 1, 8 splits of 128 keys a KV head
+// (5 of them with keys) 14.08 ms a step, 32 splits of one tile 13.41 ms; Llama-3-8B batch 1
+// 5.81 -> 5.48 ms. Batch 32 keeps the 128-key plan (9 splits instead of 8, the same keys, measured
+// 2.1% slower at degree 4, unexplained).
+constexpr int kMinSplitKeys = 128;
+#ifndef LMX_ATTN_DECODE_FILL_CTAS
+#define LMX_ATTN_DECODE_FILL_CTAS (2 * 132)  // ~2 CTAs per SM on an H100
+#endif
+constexpr int kFillCtas = LMX_ATTN_DECODE_FILL_CTAS;
 // decode_warp_kernel knobs: the largest group it serves (0 = off, 1 = MHA only, up to 8); the
 // CTAs its split plan aims at (2 per SM: each CTA keeps 4 warps x 8-16 KB in flight, so 2 per
 // SM already saturate HBM and a partial last wave costs little); the most splits (= cluster
@@ -241,6 +249,8 @@ Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, i
     const long base = long(std::max(tokens, 1)) * kv_heads * s.head_chunks;
     splits = int(std::min<long>(kMaxSplits, (kTargetCtas + base - 1) / base));
     splits = std::min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
+    const int fill = int(std::min<long>(kMaxSplits, kFillCtas / base));
+    splits = std::max(splits, std::min(fill, (ctx + kTileKeys - 1) / kTileKeys));
   }
   s.splits = std::max(1, splits);
   const int per = (ctx + s.splits - 1) / s.splits;
