@@ -4,6 +4,9 @@
 # A device call short of time may build and run a part, named explicitly (the default is all):
 #   LMX_GPU_SUITES="lmx_cuda_parity_tests e2e_families" bash scripts/gpu_tests.sh
 # (LMX_GPU_TARGETS overrides the ninja targets, by default those the chosen suites need.)
+# On 4 GPUs lmx_cuda_parity_tests alone takes ~10 minutes (its tensor-parallel and quantized
+# suites run at every degree up to the GPU count: 2026-11-26, 4 H100s), more than one device call:
+# run the other suites in one call and the parity binary in two, split by --gtest_filter.
 # A suite passes only if its binary exits 0 AND no test in it skipped: LMX_REQUIRE_GPU=1 makes
 # every GPU test fail where it would skip for want of a GPU, and any "[  SKIPPED ]" line left in
 # a log counts as a failure here, so a skip can never read as a pass on the device. Each test's
