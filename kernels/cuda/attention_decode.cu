@@ -72,7 +72,7 @@ constexpr int kTargetCtas = LMX_ATTN_DECODE_TARGET_CTAS;
 // 2.1% slower at degree 4, unexplained).
 constexpr int kMinSplitKeys = 128;
 #ifndef LMX_ATTN_DECODE_FILL_CTAS
-#define LMX_ATTN_DECODE_FILL_CTAS (2 * 132)  // ~2 CTAs per SM on an H100
+#define LMX_ATTN_DECODE_FILL_CTAS (2 * 132)  // ~2 CTAs per SM on an H100; 0: 128-key splits only
 #endif
 constexpr int kFillCtas = LMX_ATTN_DECODE_FILL_CTAS;
 // decode_warp_kernel knobs: the largest group it serves (0 = off, 1 = MHA only, up to 8); the
