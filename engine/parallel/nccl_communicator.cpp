@@ -1,13 +1,11 @@
 #include "engine/parallel/nccl_communicator.h"
 
-#include "engine/parallel/nccl_library.h"
-
-
 #include <cstdlib>
 #include <string_view>
 
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/parallel/nccl_library.h"
 #include "engine/parallel/peer_all_reduce.h"
 
 namespace lmx {

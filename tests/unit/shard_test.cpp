@@ -86,7 +86,6 @@ TEST(ShardWeights, ReplicatedKvHeads) {
   expect_rank_slices("llama_gqa_llama3_bias", 4);
 }
 
-// One rank: the model's own references, untouched.
 // Each rank's vocabulary ids: ceil(vocab / ranks) a rank, the last ones short or empty.
 TEST(ShardWeights, RankVocabSlices) {
   auto slices = [](int vocab, int ranks) {
@@ -104,6 +103,7 @@ TEST(ShardWeights, RankVocabSlices) {
   EXPECT_EQ(slices(7, 1), (Slices{{0, 7}}));
 }
 
+// One rank: the model's own references, untouched.
 TEST(ShardWeights, OneRankIsTheWholeModel) {
   const LoadedModel m = load_model(std::string(LMX_FIXTURES_DIR) + "/parity/llama_mha_tied");
   const ModelWeightRefs s = shard_weights(m.weights, m.desc, {0, 1});
