@@ -75,9 +75,9 @@ LinearRef vocab_parallel(const LinearRef& head, const WeightRef& weight, TensorP
 int vocab_rows_per_rank(int vocab, int ranks) { return (vocab + ranks - 1) / ranks; }
 
 VocabSlice rank_vocab_slice(int vocab, TensorParallelRank tp) {
-  const int per = vocab_rows_per_rank(vocab, tp.ranks);
-  const int first = tp.rank * per;
-  return {first, std::clamp(vocab - first, 0, per)};
+  // The rows the LM head's split (vocab_parallel above) gives the rank.
+  const auto [begin, end] = shard_ranges(ShardSpec::vocab(vocab), vocab, tp.rank, tp.ranks).front();
+  return {int(begin), int(end - begin)};
 }
 
 DecoderDesc rank_desc(const DecoderDesc& d, TensorParallelRank tp) {

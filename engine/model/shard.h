@@ -27,7 +27,8 @@ DecoderDesc rank_desc(const DecoderDesc& d, TensorParallelRank tp);
 int vocab_rows_per_rank(int vocab, int ranks);
 
 // The vocabulary ids whose logits rank `tp.rank` computes: [first, first + cols), its first `cols`
-// rows of vocab_rows_per_rank (cols < that on a rank that pads, 0 on one wholly past the end).
+// rows of vocab_rows_per_rank (cols < that on a rank that pads; on one wholly past the end, none:
+// first = vocab, cols = 0).
 struct VocabSlice {
   int first = 0, cols = 0;
 };

@@ -99,7 +99,7 @@ TEST(ShardWeights, RankVocabSlices) {
   using Slices = std::vector<std::pair<int, int>>;
   EXPECT_EQ(slices(12, 4), (Slices{{0, 3}, {3, 3}, {6, 3}, {9, 3}}));
   EXPECT_EQ(slices(10, 4), (Slices{{0, 3}, {3, 3}, {6, 3}, {9, 1}}));
-  EXPECT_EQ(slices(5, 4), (Slices{{0, 2}, {2, 2}, {4, 1}, {6, 0}}));
+  EXPECT_EQ(slices(5, 4), (Slices{{0, 2}, {2, 2}, {4, 1}, {5, 0}}));
   EXPECT_EQ(slices(7, 1), (Slices{{0, 7}}));
 }
 
