@@ -1,8 +1,11 @@
 # Sourced by the scripts/*_device_check.sh scripts (one device call each): the repository root as
 # working directory, NVLink multicast off, $out for the logs ($OUT on the device, else the name
 # given), step() to stamp each step with the seconds since the start, ../shared/models from the
-# carried copy, and build_gpu TARGETS SECONDS (scripts/gpu_tests.sh's build into build-gpu/, no
-# suite; its log in $out/build.log; returns 1 when lmx was not built).
+# carried copy, build_gpu TARGETS SECONDS (scripts/gpu_tests.sh's build into build-gpu/, no
+# suite; its log in $out/build.log; returns 1 when lmx was not built), build_base (lmx from
+# BASE_SRC, an earlier commit's `git archive` carried as .cache/base-src, into build-base/), and
+# limit SECONDS: a step's own time limit, or what is left of the call's CALL_BUDGET (default 570 s,
+# inside the device's 10 minutes) less a margin.
 # Usage: source scripts/device_check_common.sh NAME   (NAME: the local log folder without $OUT)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,6 +13,8 @@ export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts (device KIND
 out=${OUT:-$1}
 mkdir -p "$out"
 started=$SECONDS
+budget=${CALL_BUDGET:-570}
+limit() { local left=$((budget - (SECONDS - started) - 10)); ((left < $1)) && echo $((left > 0 ? left : 1)) || echo "$1"; }
 step() { echo "== [$((SECONDS - started)) s] $*"; }
 if [[ -d .cache/shared_models && ! -d ../shared/models ]]; then
   mkdir -p ../shared && cp -r .cache/shared_models ../shared/models
@@ -19,4 +24,11 @@ build_gpu() {
     >"$out/build.log" 2>&1
   source scripts/unpack_device_deps.sh
   [[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; return 1; }
+}
+build_base() {
+  cmake -S "${BASE_SRC:-.cache/base-src}" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DLMX_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" \
+    -DLMX_BUILTIN_BLAS=ON >"$out/configure-base.log" 2>&1 &&
+    ninja -C build-base lmx >"$out/build-base.log" 2>&1
+  echo "base build exit $?"
 }

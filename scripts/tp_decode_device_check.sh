@@ -2,22 +2,17 @@
 # One call on a 4-GPU kind for decode under tensor parallelism against an earlier commit (issue
 # 22, run 4): builds lmx from the tree and from BASE_SRC (`git archive <commit>` unpacked into
 # .cache/base-src and carried) side by side, with the CUDA kernel and parity tests of the tree;
-# then, alternating base and tree (two rounds of the first), `lmx bench` of Llama-2-70B fp16 at degree 4 (random weights
-# made in GPU memory), of one degree-4 rank's shard of it at degree 1 (.cache/shard70b: 16 heads,
+# then, alternating base and tree (two rounds of the first), `lmx bench` of Llama-2-70B fp16 at
+# degree 4 (random weights made in GPU memory), of one degree-4 rank's shard of it at degree 1 (.cache/shard70b: 16 heads,
 # 2 KV heads, intermediate 7168) and of Llama-3-8B bf16 at degree 1; then the attention kernel
 # tests and the parity tests (every non-quantized one; the tensor-parallel fp32 ones at degrees
 # 2..4). Each step is bounded so the call ends inside the device's 10 minutes; logs under $OUT.
 # Carry: .devdeps, .cache/shared_models, .cache/base-src, .cache/shard70b.
 source "$(dirname "$0")/device_check_common.sh" tp-decode-check
-budget=${CALL_BUDGET:-570}
-limit() { local left=$((budget - (SECONDS - started) - 10)); ((left < $1)) && echo $((left > 0 ? left : 1)) || echo "$1"; }
 source scripts/unpack_device_deps.sh
 nvidia-smi --query-gpu=name --format=csv,noheader | uniq -c
 step "build tree and base"
-(cmake -S "${BASE_SRC:-.cache/base-src}" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DLMX_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" \
-  -DLMX_BUILTIN_BLAS=ON >"$out/configure-base.log" 2>&1 && ninja -C build-base lmx \
-  >"$out/build-base.log" 2>&1) &
+build_base &
 build_gpu "lmx lmx_cuda_kernel_tests lmx_cuda_parity_tests" "$(limit 300)" || exit 1
 wait
 [[ -x build-base/bin/lmx ]] || { tail -20 "$out/build-base.log"; exit 1; }

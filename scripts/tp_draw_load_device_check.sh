@@ -16,12 +16,6 @@ source "$(dirname "$0")/device_check_common.sh" tp-draw-load
 source scripts/unpack_device_deps.sh  # ICU / PCRE2 / BLAS: the base's configure, every run
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 free -g | head -2
-build_base() {  # lmx from BASE_SRC into build-base/
-  cmake -S "$BASE_SRC" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON \
-    >"$out/configure-base.log" 2>&1 && ninja -C build-base -j 12 lmx >"$out/build-base.log" 2>&1
-  echo "base build exit $?"
-}
 load_sparse() {  # BUILD "SHAPE DEGREE"...: a sparse checkpoint of each shape loaded at the degree
   local b=$1 spec
   shift

@@ -8,9 +8,6 @@
 # ends inside the device's 10 minutes; logs under $OUT.
 # Carry: .devdeps, .cache/shared_models.
 source "$(dirname "$0")/device_check_common.sh" tp-scale-check
-budget=${CALL_BUDGET:-570}
-# Seconds for a step: its own limit, or what is left of the call's budget less a margin.
-limit() { local left=$((budget - (SECONDS - started) - 10)); ((left < $1)) && echo $((left > 0 ? left : 1)) || echo "$1"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 nvidia-smi topo -m | head -8
 step "build"
