@@ -57,6 +57,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/activation.cuh"
+#include "kernels/cuda/byte_weights.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/kv_types.cuh"
@@ -151,40 +152,6 @@ __device__ __forceinline__ void mma_step(float (&acc)[4], const uint4& w_lo, con
   for (int i = 0; i < 4; ++i) acc[i] += d0[i] + d1[i];
 }
 
-// Two int8 weights (bytes 2i, 2i + 1 of `word`) as one fragment register of T, exactly.
-//   __half: the byte plus 128 (sign bit flipped) as the mantissa of 1024.0 (0x64xx), minus 1152.
-//   bf16: too few mantissa bits for that; each byte through the same trick in fp32 (2^23), then
-//   packed (exact: |q| <= 127 has 7 significant bits).
-template <typename T>
-__device__ __forceinline__ uint32_t int8_pair(uint32_t word, int i) {
-  const uint32_t u = word ^ 0x80808080u;  // each byte: q + 128
-  if constexpr (std::is_same_v<T, __half>) {
-    const uint32_t biased = __byte_perm(u, 0x64646464u, i == 0 ? 0x5140u : 0x5342u);
-    const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&biased), __half2half2(__ushort_as_half(0x6480)));
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, i == 0 ? 0x7440u : 0x7442u)) - 8388736.0f;
-    const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, i == 0 ? 0x7441u : 0x7443u)) - 8388736.0f;
-    return pack2<T>(lo, hi);
-  }
-}
-
-// A chunk of 16 int8 weights (k 0..15 of the chunk) as two chunks of 8 T: k 0..7 and k 8..15.
-template <typename T>
-__device__ __forceinline__ void int8_chunk(const uint4& q, uint4& first, uint4& second) {
-  first = make_uint4(int8_pair<T>(q.x, 0), int8_pair<T>(q.x, 1), int8_pair<T>(q.y, 0),
-                     int8_pair<T>(q.y, 1));
-  second = make_uint4(int8_pair<T>(q.z, 0), int8_pair<T>(q.z, 1), int8_pair<T>(q.w, 0),
-                      int8_pair<T>(q.w, 1));
-}
-
-// A chunk of 16 E4M3 weights as two chunks of 8 T (k 0..7 and k 8..15), exactly.
-template <typename T>
-__device__ __forceinline__ void e4m3_chunk(const uint4& q, uint4& first, uint4& second) {
-  first = widen_fp8x8<T>(make_uint2(q.x, q.y));
-  second = widen_fp8x8<T>(make_uint2(q.z, q.w));
-}
-
 // acc += one k-step of weight element W: the lane's chunks of weight rows g and g + 8 against
 // its x chunks of row g (one for T, two for one-byte weights: k 0..7 and 8..15 of the chunk).
 template <typename T, typename W>
@@ -192,13 +159,8 @@ __device__ __forceinline__ void weight_step(float (&acc)[4], const uint4& w_lo, 
                                             const uint4 (&xv)[Stream<W>::kXChunks]) {
   if constexpr (Stream<W>::kBytes) {
     uint4 lo0, lo1, hi0, hi1;
-    if constexpr (std::is_same_v<W, int8_t>) {
-      int8_chunk<T>(w_lo, lo0, lo1);
-      int8_chunk<T>(w_hi, hi0, hi1);
-    } else {
-      e4m3_chunk<T>(w_lo, lo0, lo1);
-      e4m3_chunk<T>(w_hi, hi0, hi1);
-    }
+    widen_bytes16<T, W>(w_lo, lo0, lo1);
+    widen_bytes16<T, W>(w_hi, hi0, hi1);
     mma_step<T>(acc, lo0, hi0, xv[0]);
     mma_step<T>(acc, lo1, hi1, xv[1]);
   } else {

@@ -34,17 +34,9 @@ constexpr float kEps = 1e-5f;
 const std::vector<std::pair<int, int>> kShapes = {
     {7, 48}, {33, 4112}, {1000, 512}, {4096, 4096}, {129, 11008}};
 
-template <typename T_, typename Weight_>
-struct Case {
-  using T = T_;
-  using Weight = Weight_;
-};
-
 template <typename C>
 class ByteWeightGemv : public ::testing::Test {};
-using Cases = ::testing::Types<Case<__half, test::Int8Weight>, Case<__nv_bfloat16, test::Int8Weight>,
-                               Case<__half, test::Fp8Weight>, Case<__nv_bfloat16, test::Fp8Weight>>;
-TYPED_TEST_SUITE(ByteWeightGemv, Cases);
+TYPED_TEST_SUITE(ByteWeightGemv, test::ByteWeightCases);
 
 TYPED_TEST(ByteWeightGemv, SkinnyLinearMatchesTheWeightsOnlyReference) {
   LMX_REQUIRE_GPU();

@@ -1,13 +1,18 @@
 // Weights quantized by the CPU reference with device copies of their codes and scales, for the
 // CUDA tests of one-byte weights: int8 per output channel (quant/int8.h, dynamic_int8) and E4M3
 // per output channel (quant/fp8.h). Each gives the kernels' view of itself and the weights-only
-// reference y = x · dequant(W)^T (+ bias): the decode GEMV's arithmetic (activations unquantized).
+// reference y = x · dequant(W)^T (+ bias): the decode GEMV's arithmetic (activations unquantized),
+// and the typed-test cases of the kernels that read them.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <thread>
 #include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
 
 #include "kernels/kv_dtype.h"
 #include "kernels/linear.h"
@@ -93,5 +98,16 @@ struct Fp8Weight {
     return y;
   }
 };
+
+// The typed cases of the one-byte weight kernels: fp16 and bf16 activations, each on int8 values
+// and on E4M3 codes (TypeParam::T, TypeParam::Weight).
+template <typename T_, typename Weight_>
+struct ByteWeightCase {
+  using T = T_;
+  using Weight = Weight_;
+};
+using ByteWeightCases =
+    ::testing::Types<ByteWeightCase<__half, Int8Weight>, ByteWeightCase<__nv_bfloat16, Int8Weight>,
+                     ByteWeightCase<__half, Fp8Weight>, ByteWeightCase<__nv_bfloat16, Fp8Weight>>;
 
 }  // namespace lmx::test

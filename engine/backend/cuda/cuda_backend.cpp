@@ -29,6 +29,7 @@
 #include "engine/parallel/rank_group.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/byte_weight_gemm.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
@@ -251,7 +252,7 @@ class CudaBackend final : public Backend {
   }
 
   // `w` with weights in T for cuBLAS: an int8 projection expanded into dequant_ (one projection
-  // at a time: no T copy of the model is kept).
+  // at a time: no T copy of the model is kept). Where the W8A16 GEMM runs instead: byte_gemm().
   kernels::LinearWeights<T> dense(const kernels::LinearWeights<T>& w) {
     if (w.fp8()) throw_error("internal: an fp8 projection handed to cuBLAS (it runs Fp8Linear)");
     if (!w.int8()) return w;
@@ -360,13 +361,23 @@ class CudaBackend final : public Backend {
 
  private:
 
+  // dynamic_int8 with 16-bit activations past the GEMV's rows: the W8A16 GEMM (the int8 values
+  // widened in registers, kernels/byte_weight_gemm.h) up to kByteGemmMaxRows rows, where it
+  // measured faster than expanding the projection for cuBLAS; more rows (prefill) and K % 16 != 0
+  // take dense() and cuBLAS.
+  static constexpr int kByteGemmMaxRows = 256;
+  bool byte_gemm(int M, int K) const {
+    return kSkinnyGemv<T> && int8_ && M <= kByteGemmMaxRows && k::ByteWeightGemm::supported(K);
+  }
+
   bool skinny(int M, int K) const {
     return opts_.skinny_gemv && !std::is_same_v<T, float> &&
            k::skinny_supported(M, K, int8_ || w8a8_ || fp8_);
   }
 
   // y[M, out] = x[M, in] · W^T, without the bias (the layer program adds biases where it can
-  // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise. smoothquant's
+  // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise (dynamic_int8's
+  // int8 weights with 16-bit activations: the W8A16 GEMM, kernels/byte_weight_gemm.h). smoothquant's
   // W8A8 and fp8's projections take quantized activations past the GEMV's rows (smoothquant's
   // always with an explicit 1/s); at decode sizes the GEMV reads their one-byte weights with
   // 16-bit activations, where quantizing the activations would not pay (the step reads the
@@ -379,6 +390,7 @@ class CudaBackend final : public Backend {
       return fp8_linear_->run(L, x, y, M, stream_);
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(M, w.in)) return k::skinny_linear<T>(x, w, y, M, stream_);
+      if (w.int8() && byte_gemm(M, w.in)) return byte_gemm_->run<T, T>(x, w, y, M, stream_);
     }
     k::linear<T>(gemm_, x, dense(w), y, M, stream_);
   }
@@ -648,6 +660,9 @@ class CudaBackend final : public Backend {
       if (skinny(rows, head.in)) {
         k::skinny_linear_f32_out<T>(head_in, head, out, rows, stream_);
         done = true;
+      } else if (head.int8() && byte_gemm(rows, head.in)) {
+        byte_gemm_->run<T, float>(head_in, head, out, rows, stream_);
+        done = true;
       }
     }
     if (!done) k::linear_f32_out<T>(gemm_, head_in, dense(head), out, rows, stream_);
@@ -751,7 +766,7 @@ class CudaBackend final : public Backend {
     };
     auto tune = [&](const char* name, const std::vector<const T*>& weights, const T* x, auto* y,
                     int N, int K) {
-      if (skinny(rows, K)) return;
+      if (skinny(rows, K) || byte_gemm(rows, K)) return;
       const k::LinearTuning t = k::tune_linear<T>(gemm_, weights.data(), int(weights.size()), x,
                                                   y, rows, N, K, stream_);
       lmx::logger().info(
@@ -999,6 +1014,8 @@ class CudaBackend final : public Backend {
       workspace_ = DeviceBuffer<char>(k::paged_attention_decode_workspace_bytes(
           opts_.max_sequences, desc_.num_heads, desc_.num_kv_heads, desc_.head_dim,
           desc_.max_position_embeddings));
+    if (int8_ && kSkinnyGemv<T_>)  // 16-bit: int8 projections past the GEMV's rows (byte_gemm())
+      byte_gemm_ = std::make_unique<k::ByteWeightGemm>();
     if (int8_) {  // the largest projection cuBLAS may be handed (dense())
       size_t largest = 0;
       for_each_linear(w_, [&](const DeviceLinear<T_>& L, const std::string&) {
@@ -1090,7 +1107,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<W8A8Linear<T>> w8a8_linear_;  // their step scratch and int8 GEMM
   bool fp8_ = false;  // fp8: the decoder's projections hold E4M3 codes (the LM head does not)
   std::unique_ptr<Fp8Linear<T>> fp8_linear_;  // their step scratch and FP8 GEMM
-  DeviceBuffer<T> dequant_;  // int8: the largest projection in T, for the GEMMs cuBLAS runs  // layer norm weights folded into the projections (fold_norm_weights)
+  DeviceBuffer<T> dequant_;  // int8: the largest projection in T, for the GEMMs cuBLAS runs
+  std::unique_ptr<kernels::cuda::ByteWeightGemm> byte_gemm_;  // int8 in 16-bit: W8A16 GEMM
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
   DeviceBuffer<float> logits_;  // [sequences, vocab]

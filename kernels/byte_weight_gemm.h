@@ -1,0 +1,63 @@
+// W8A16 GEMM on tensor cores for one-byte weights with 16-bit activations:
+//   y [M, N] = x [M, K] · dequant(w)^T,  dequant(w)[n, k] = value(w.q[n, k]) * w.q_scale[n]
+// w: LinearWeights::quantized(): dynamic_int8's int8 values or fp8's E4M3 codes [N = w.out,
+// K = w.in], one fp32 scale an output row; T = __half or __nv_bfloat16; Out = T or float (the LM
+// head's logits). The bytes go from memory to shared memory as bytes and are widened to T in
+// registers on their way into the mma (exact, kernels/cuda/byte_weights.cuh): no T copy of the
+// weights exists, and the weight stream is half of fp16's. fp32 accumulation; the row scale
+// multiplies the fp32 sum once, then one rounding to Out. No bias (the fused elementwise ops add
+// it; a view with one is refused).
+//
+// For the rows the decode GEMV does not take (kernels/gemm.h: skinny_linear, up to 8): decode
+// batches and prefill. Small M splits K over several blocks (sums through an fp32 workspace, the
+// last block of a tile adds them in a fixed order, so results do not depend on timing) so that
+// the weight stream covers the GPU. Design: kernels/cuda/byte_weight_gemm.cu.
+//
+// One object per stream (its workspace is reused call after call, in stream order). run
+// allocates nothing and never synchronizes: graph-capturable. Needs K % 16 == 0, 16-byte aligned
+// x and w.q (cudaMalloc's rows of K % 16 == 0 bytes are).
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/linear.h"
+#include "kernels/stream.h"
+
+namespace lmx::kernels::cuda {
+
+class ByteWeightGemm {
+ public:
+  // Allocates the split-K workspace on the current device (`workspace_bytes` of fp32 partial
+  // sums; a call whose splits would not fit takes fewer). Few tiles split K until the grid has
+  // `blocks_per_sm` blocks an SM. One measured fastest (H100, Llama-2-7B shapes at 32 and 128
+  // rows: more splits add the fix-up's reads and its serial tail; bench/RESULTS.md).
+  // x rows a block's tile holds: the smallest of 8, 16, 32 and 64 that holds M, at most
+  // `max_tile_rows` (more rows take several tiles).
+  explicit ByteWeightGemm(size_t workspace_bytes = 16u << 20, int blocks_per_sm = 1,
+                          int max_tile_rows = 64);
+  ~ByteWeightGemm();
+  ByteWeightGemm(const ByteWeightGemm&) = delete;
+  ByteWeightGemm& operator=(const ByteWeightGemm&) = delete;
+
+  static bool supported(int K) { return K > 0 && K % 16 == 0; }
+
+  template <typename T, typename Out>
+  void run(const T* x, const LinearWeights<T>& w, Out* y, int M, cudaStream_t stream);
+
+  // How a call of this shape runs (for tests and benchmarks): x rows a tile, tiles, and the
+  // blocks a tile (K split in runs of stages_per_split x 64 k).
+  struct Plan {
+    int rows_per_tile = 0, tiles = 0, splits = 1, stages_per_split = 0;
+  };
+  Plan plan(int M, int N, int K) const;
+
+ private:
+  float* partials_ = nullptr;  // [splits][M][N] fp32
+  int* counters_ = nullptr;    // [kMaxSplitTiles]: blocks of a tile done; 0 between calls
+  size_t partial_floats_ = 0;
+  int blocks_per_sm_ = 1;
+  int max_tile_rows_ = 64;
+  int sms_ = 0;
+};
+
+}  // namespace lmx::kernels::cuda

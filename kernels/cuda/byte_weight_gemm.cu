@@ -1,0 +1,389 @@
+// W8A16 GEMM: y [M, N] = x [M, K] · dequant(w)^T with one-byte weights (int8 or E4M3, a scale an
+// output row) and 16-bit activations (kernels/byte_weight_gemm.h).
+//
+// The weights are the mma's A operand and x its B operand (y^T = W · x^T, as in the decode GEMV,
+// gemv.cu): a warp multiplies 16-row tiles of weights by 8-row tiles of x, so a batch of 16 or
+// 32 decode rows pads to 8, not to 64.
+//
+// - A block computes a [kRowsN weights x kRowsM x rows] tile of y over its share of K, in stages
+//   of kStageK k (64 or 128): the stage's weight bytes (kRowsN x kStageK) and x (kRowsM x 2
+//   kStageK bytes) are copied into a ring of kStages stages with cp.async (each thread's sources
+//   computed once), the next stages' copies in flight while one is multiplied.
+// - In each 64-k group of a stage a lane reads 16 weight bytes of rows g and g + 8 (k 16t .. 16t
+//   + 15 of the group, g = lane / 4, t = lane % 4), widens them to two 8-k chunks of T in
+//   registers (exact) and multiplies each with the 16 bytes of x holding the same 8 k (chunks 2t
+//   and 2t + 1 of the group's x row): the k order inside an mma is permuted the same way on both
+//   operands (a dot product does not care), so every shared-memory read is one 16-byte load.
+//   Rows of 128 bytes or more are stored with chunks swapped by the row's parity (swizzle()), so
+//   that the 8 lanes of a quarter-warp, which read two rows, hit 8 different bank groups.
+// - Few tiles (small M, small N) split K over `splits` blocks a tile (blockIdx.y). Each writes
+//   its fp32 sums to the workspace; the last of a tile to finish (an atomic count a tile) adds the
+//   splits' sums in split order (the same result whichever block is last), scales and stores,
+//   and sets the count back to zero for the next call.
+// - Tiles are dealt in groups of 8 x-row tiles (blockIdx.x), so that blocks running together
+//   share x rows and weight rows in L2 when M is large.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/byte_weight_gemm.h"
+#include "kernels/cuda/byte_weights.cuh"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/kv_types.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace lmx::kernels::cuda {
+namespace {
+
+constexpr int kGroupK = 64;  // k a lane-group step: 16 bytes of a weight row a lane, 4 lanes
+constexpr int kMaxSplits = 8;
+constexpr int kMinStagesPerSplit = 4;
+constexpr int kMaxSplitTiles = 4096;  // tiles a split call may have (its counters)
+constexpr int kTileGroup = 8;         // x-row tiles a group of blocks shares (L2 reuse)
+
+// A block's shape: kWarpsN x kWarpsM warps, each multiplying kTilesN 16-row weight tiles by
+// kTilesM 8-row x tiles, over stages of kStageK k (kStageK bytes of a weight row, 2 kStageK of
+// an x row) in a ring of kStages.
+template <int WarpsN, int WarpsM, int TilesN, int TilesM, int StageK, int Stages>
+struct Config {
+  static constexpr int kWarpsN = WarpsN, kWarpsM = WarpsM, kTilesN = TilesN, kTilesM = TilesM;
+  static constexpr int kStageK = StageK, kStages = Stages;
+  static constexpr int kGroups = StageK / kGroupK;  // 64-k groups a stage
+  static constexpr int kThreads = kWarpsN * kWarpsM * 32;
+  static constexpr int kRowsN = 16 * TilesN * WarpsN;  // weight rows (y columns) a block
+  static constexpr int kRowsM = 8 * TilesM * WarpsM;   // x rows (y rows) a block
+  static constexpr int kWChunks = StageK / 16, kXChunks = StageK / 8;  // 16-byte chunks a row
+  static constexpr int kWBytes = kRowsN * StageK;
+  static constexpr int kStageBytes = kWBytes + kRowsM * StageK * 2;
+  static constexpr int kSmem = Stages * kStageBytes;
+  // Chunks a thread copies a stage (whole: the shapes below divide evenly).
+  static constexpr int kWCopies = kRowsN * kWChunks / kThreads;
+  static constexpr int kXCopies = (kRowsM * kXChunks + kThreads - 1) / kThreads;
+  static_assert(StageK % kGroupK == 0 && kRowsN * kWChunks % kThreads == 0);
+  static_assert(kSmem <= 200 * 1024);
+};
+// By M: decode batches (one x tile of up to 32 rows, weights over 8 warps), then tiles of 64 x
+// rows (more rows: several tiles). A 128-row tile (2 x 4 warps of 4 x 4 mma tiles, 1 block an
+// SM by its registers) measured slower than two 64-row ones at 128 and 256 rows (H100, Llama-2-7B
+// shapes: bench/RESULTS.md), so there is none.
+using Rows8 = Config<8, 1, 1, 1, 128, 4>;
+using Rows16 = Config<8, 1, 1, 2, 128, 4>;
+using Rows32 = Config<8, 1, 1, 4, 128, 4>;
+using Rows64 = Config<4, 2, 2, 4, 64, 4>;
+
+// Where 16-byte chunk c of row r sits in its stage row: rows of 8 or more chunks (128 bytes) have
+// their chunks swapped so that the two rows a quarter-warp reads fall in different bank groups
+// (weights: the half-line of 4 chunks, x: pairs of chunks, by the row's parity).
+template <int Chunks, int Flip>
+__device__ __forceinline__ int swizzle(int r, int c) {
+  return Chunks >= 8 ? c ^ ((r & 1) * Flip) : c;
+}
+
+// The block shape for M rows: the smallest whose x tile holds them, up to `max_rows` (more rows
+// than a tile holds take several x-row tiles).
+template <typename F>
+void with_config(int M, int max_rows, F&& f) {
+  M = std::min(M, max_rows);
+  if (M <= 8) return f(Rows8{});
+  if (M <= 16) return f(Rows16{});
+  if (M <= 32) return f(Rows32{});
+  f(Rows64{});
+}
+
+template <typename T, typename Out>
+struct Args {
+  const T* x;         // [M, K]
+  const uint8_t* q;   // [N, K] bytes
+  const float* scale;  // [N]
+  Out* y;             // [M, N]
+  int M, N, K;
+  int tiles_m, tiles_n;
+  int splits, stages_per_split;  // 64-k stages a split covers
+  float* partials;               // [splits][M][N] when splits > 1
+  int* counters;                 // [tiles] when splits > 1
+};
+
+// Tile `pid` of the grid as (x-row tile, weight-row tile), x-row tiles in groups of kTileGroup.
+__device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int& tm, int& tn) {
+  const int per_group = kTileGroup * tiles_n;
+  const int first = pid / per_group * kTileGroup;
+  const int size = min(tiles_m - first, kTileGroup);
+  const int in_group = pid % per_group;
+  tm = first + in_group % size;
+  tn = in_group / size;
+}
+
+// c += the 16 x 8 product over 16 k of a lane's chunks: w_lo / w_hi (8 k of weight rows g and
+// g + 8, as T) against xv (the same 8 k of x row g): two mma, 4 k of the chunk each.
+template <typename T>
+__device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& w_lo, const uint4& w_hi,
+                                          const uint4& xv) {
+  const uint32_t a0[4] = {w_lo.x, w_hi.x, w_lo.y, w_hi.y}, a1[4] = {w_lo.z, w_hi.z, w_lo.w, w_hi.w};
+  mma_m16n8k16<T>(c, a0, xv.x, xv.y);
+  mma_m16n8k16<T>(c, a1, xv.z, xv.w);
+}
+
+template <typename Out>
+__device__ __forceinline__ void store(Out* y, size_t i, float v) {
+  if constexpr (std::is_same_v<Out, float>)
+    y[i] = v;
+  else
+    y[i] = detail::from_f<Out>(v);
+}
+
+template <typename C, typename T, typename W, typename Out>
+__global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Args<T, Out> a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int last_block;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp_n = warp % C::kWarpsN, warp_m = warp / C::kWarpsN;
+  int tile_m, tile_n;
+  tile_of(blockIdx.x, a.tiles_m, a.tiles_n, tile_m, tile_n);
+  const int n0 = tile_n * C::kRowsN, m0 = tile_m * C::kRowsM;
+  const int split = blockIdx.y;
+  const int all_stages = (a.K + C::kStageK - 1) / C::kStageK;
+  const int first_stage = split * a.stages_per_split;
+  const int stages = min(all_stages, first_stage + a.stages_per_split) - first_stage;
+
+  // This thread's copies, fixed but for k: the chunk's source at the split's first stage (it
+  // moves kStageK elements a stage), its k within a stage, its place in a ring slot, and whether
+  // its row exists (rows past N and M are zero-filled, never read).
+  struct Copy {
+    const void* src;
+    int k, dst;
+    bool row;
+  };
+  Copy wc[C::kWCopies], xc[C::kXCopies];
+  const int k_first = first_stage * C::kStageK;
+#pragma unroll
+  for (int i = 0; i < C::kWCopies; ++i) {
+    const int c = threadIdx.x + i * C::kThreads, r = c / C::kWChunks, cc = c % C::kWChunks;
+    const int n = n0 + r;
+    wc[i].row = n < a.N;
+    wc[i].k = cc * 16;
+    wc[i].src = a.q + size_t(wc[i].row ? n : 0) * a.K + k_first + cc * 16;
+    wc[i].dst = r * C::kStageK + swizzle<C::kWChunks, 4>(r, cc) * 16;
+  }
+#pragma unroll
+  for (int i = 0; i < C::kXCopies; ++i) {
+    const int c = threadIdx.x + i * C::kThreads, r = c / C::kXChunks, cc = c % C::kXChunks;
+    const int m = m0 + r;
+    xc[i].row = m < a.M && r < C::kRowsM;  // the last copy of a thread may be past the tile
+    xc[i].k = cc * 8;
+    xc[i].src = a.x + size_t(xc[i].row ? m : 0) * a.K + k_first + cc * 8;
+    xc[i].dst = C::kWBytes + r * C::kStageK * 2 + swizzle<C::kXChunks, 1>(r, cc) * 16;
+  }
+  // Copies stage s of this block's share into ring slot `slot` (zeros past N, M and K; K % 16
+  // == 0, so a chunk is whole or past the end).
+  auto load_stage = [&](int s, int slot) {
+    unsigned char* base = smem + slot * C::kStageBytes;
+    const int k0 = (first_stage + s) * C::kStageK;
+#pragma unroll
+    for (int i = 0; i < C::kWCopies; ++i) {
+      const bool valid = wc[i].row && k0 + wc[i].k < a.K;
+      cp_async16_stream(base + wc[i].dst,
+                        valid ? static_cast<const uint8_t*>(wc[i].src) + s * C::kStageK : a.q,
+                        valid);
+    }
+#pragma unroll
+    for (int i = 0; i < C::kXCopies; ++i) {
+      if (C::kRowsM * C::kXChunks % C::kThreads != 0 && threadIdx.x + i * C::kThreads >= C::kRowsM * C::kXChunks)
+        continue;
+      const bool valid = xc[i].row && k0 + xc[i].k < a.K;
+      cp_async16_stream(base + xc[i].dst,
+                        valid ? static_cast<const T*>(xc[i].src) + s * C::kStageK : a.x, valid);
+    }
+  };
+
+  float acc[C::kTilesN][C::kTilesM][4] = {};
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < stages) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int s = 0; s < stages; ++s) {
+    cp_async_wait<C::kStages - 2>();
+    __syncthreads();  // stage s is in; every warp is done with the slot the next copy overwrites
+    if (s + C::kStages - 1 < stages)
+      load_stage(s + C::kStages - 1, (s + C::kStages - 1) % C::kStages);
+    cp_async_commit();
+    const unsigned char* sw = smem + (s % C::kStages) * C::kStageBytes;
+    const unsigned char* sx = sw + C::kWBytes;
+#pragma unroll
+    for (int q = 0; q < C::kGroups; ++q) {  // k 64q .. 64q + 63 of the stage
+      uint4 wq[C::kTilesN][2];  // 16 weight bytes of rows g and g + 8 of each tile: k 16t.. + 15
+#pragma unroll
+      for (int i = 0; i < C::kTilesN; ++i) {
+        const int r = (warp_n * C::kTilesN + i) * 16 + g;
+        wq[i][0] = *reinterpret_cast<const uint4*>(
+            sw + r * C::kStageK + swizzle<C::kWChunks, 4>(r, 4 * q + t) * 16);
+        wq[i][1] = *reinterpret_cast<const uint4*>(
+            sw + (r + 8) * C::kStageK + swizzle<C::kWChunks, 4>(r + 8, 4 * q + t) * 16);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // k 16t + 8h .. + 7 of the group
+        uint4 xv[C::kTilesM];
+#pragma unroll
+        for (int j = 0; j < C::kTilesM; ++j) {
+          const int r = (warp_m * C::kTilesM + j) * 8 + g;
+          xv[j] = *reinterpret_cast<const uint4*>(
+              sx + r * C::kStageK * 2 + swizzle<C::kXChunks, 1>(r, 8 * q + 2 * t + h) * 16);
+        }
+#pragma unroll
+        for (int i = 0; i < C::kTilesN; ++i) {
+          const uint4 lo = h ? widen_bytes8<T, W>(wq[i][0].z, wq[i][0].w)
+                             : widen_bytes8<T, W>(wq[i][0].x, wq[i][0].y);
+          const uint4 hi = h ? widen_bytes8<T, W>(wq[i][1].z, wq[i][1].w)
+                             : widen_bytes8<T, W>(wq[i][1].x, wq[i][1].y);
+#pragma unroll
+          for (int j = 0; j < C::kTilesM; ++j) mma_chunk<T>(acc[i][j], lo, hi, xv[j]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // acc[i][j]: y[m][n], y[m + 1][n], y[m][n + 8], y[m + 1][n + 8] with n the tile's weight row g
+  // and m its x row 2t. for_each(f): f(m, n, value) for each of them inside [M, N].
+  auto for_each = [&](auto&& f) {
+#pragma unroll
+    for (int i = 0; i < C::kTilesN; ++i) {
+      const int n = n0 + (warp_n * C::kTilesN + i) * 16 + g;
+#pragma unroll
+      for (int j = 0; j < C::kTilesM; ++j) {
+        const int m = m0 + (warp_m * C::kTilesM + j) * 8 + 2 * t;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int mm = m + (e & 1), nn = n + (e >> 1) * 8;
+          if (mm < a.M && nn < a.N) f(mm, nn, acc[i][j][e]);
+        }
+      }
+    }
+  };
+  if (a.splits > 1) {
+    const size_t MN = size_t(a.M) * a.N;
+    for_each([&](int m, int n, float v) { __stcg(a.partials + split * MN + size_t(m) * a.N + n, v); });
+    __threadfence();  // this block's sums are visible before its count
+    __syncthreads();
+    const int tile = blockIdx.x;
+    if (threadIdx.x == 0) last_block = atomicAdd(a.counters + tile, 1) == a.splits - 1;
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    // Every split's sums in split order, this block's own from memory too: the same fp32 adds
+    // whichever block came last.
+    for_each([&](int m, int n, float& v) {
+      const size_t i = size_t(m) * a.N + n;
+      v = __ldcg(a.partials + i);
+      for (int s = 1; s < a.splits; ++s) v += __ldcg(a.partials + s * MN + i);
+    });
+    if (threadIdx.x == 0) a.counters[tile] = 0;  // every other block of the tile has counted
+  }
+  for_each([&](int m, int n, float v) { store(a.y, size_t(m) * a.N + n, v * a.scale[n]); });
+}
+
+template <typename C, typename T, typename W, typename Out>
+void launch(const Args<T, Out>& args, cudaStream_t stream) {
+  auto* kernel = byte_weight_gemm_kernel<C, T, W, Out>;
+  // Raised on every launch (cheap, allowed during graph capture).
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), C::kThreads, C::kSmem, stream>>>(args);
+}
+
+}  // namespace
+
+ByteWeightGemm::ByteWeightGemm(size_t workspace_bytes, int blocks_per_sm, int max_tile_rows)
+    : partial_floats_(workspace_bytes / sizeof(float)),
+      blocks_per_sm_(std::max(1, blocks_per_sm)),
+      max_tile_rows_(std::max(1, max_tile_rows)) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess && partial_floats_ > 0)
+    e = cudaMalloc(&partials_, partial_floats_ * sizeof(float));
+  if (e == cudaSuccess) e = cudaMalloc(&counters_, kMaxSplitTiles * sizeof(int));
+  if (e == cudaSuccess) e = cudaMemset(counters_, 0, kMaxSplitTiles * sizeof(int));
+  if (e != cudaSuccess) {
+    cudaFree(partials_);
+    cudaFree(counters_);
+    throw std::runtime_error(std::string("byte-weight GEMM: workspace: ") + cudaGetErrorString(e));
+  }
+}
+
+ByteWeightGemm::~ByteWeightGemm() {
+  cudaFree(partials_);
+  cudaFree(counters_);
+}
+
+ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K) const {
+  Plan p;
+  int stages = 0;
+  with_config(M, max_tile_rows_, [&](auto c) {
+    using C = decltype(c);
+    p.rows_per_tile = C::kRowsM;
+    p.tiles = ((M + C::kRowsM - 1) / C::kRowsM) * ((N + C::kRowsN - 1) / C::kRowsN);
+    stages = (K + C::kStageK - 1) / C::kStageK;
+  });
+  const int target = std::max(1, sms_) * blocks_per_sm_;
+  int splits = std::min({target / std::max(1, p.tiles), kMaxSplits, stages / kMinStagesPerSplit});
+  if (p.tiles > kMaxSplitTiles) splits = 1;
+  while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
+  splits = std::max(1, splits);
+  // No empty split: as many as the stages a split covers need.
+  p.stages_per_split = (stages + splits - 1) / splits;
+  p.splits = (stages + p.stages_per_split - 1) / p.stages_per_split;
+  return p;
+}
+
+template <typename T, typename Out>
+void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
+                         cudaStream_t stream) {
+  if (!w.quantized())
+    throw std::invalid_argument("byte-weight GEMM: the weights are in T, not bytes (run linear)");
+  if (w.bias)
+    throw std::invalid_argument(
+        "byte-weight GEMM: adds no bias (pass w.without_bias() and add it in a fused op)");
+  if (!supported(w.in) || !w.q_scale)
+    throw std::invalid_argument("byte-weight GEMM: needs K % 16 == 0 and row scales (K = " +
+                                std::to_string(w.in) + ")");
+  if (M <= 0 || w.out <= 0) return;
+  const Plan p = plan(M, w.out, w.in);
+  with_config(M, max_tile_rows_, [&](auto c) {
+    using C = decltype(c);
+    const Args<T, Out> args{x,
+                            reinterpret_cast<const uint8_t*>(w.q),
+                            w.q_scale,
+                            y,
+                            M,
+                            w.out,
+                            w.in,
+                            (M + C::kRowsM - 1) / C::kRowsM,
+                            (w.out + C::kRowsN - 1) / C::kRowsN,
+                            p.splits,
+                            p.stages_per_split,
+                            partials_,
+                            counters_};
+    if (w.fp8())
+      launch<C, T, KvFp8, Out>(args, stream);
+    else
+      launch<C, T, int8_t, Out>(args, stream);
+  });
+}
+
+#define LMX_INSTANTIATE(T)                                                                   \
+  template void ByteWeightGemm::run<T, T>(const T*, const LinearWeights<T>&, T*, int,        \
+                                          cudaStream_t);                                     \
+  template void ByteWeightGemm::run<T, float>(const T*, const LinearWeights<T>&, float*, int, \
+                                              cudaStream_t);
+LMX_INSTANTIATE(__half)
+LMX_INSTANTIATE(__nv_bfloat16)
+#undef LMX_INSTANTIATE
+
+}  // namespace lmx::kernels::cuda

@@ -1,0 +1,57 @@
+// One-byte weights (dynamic_int8's and smoothquant's int8 values, fp8's E4M3 codes) widened to
+// 16-bit mma fragments in registers, exactly (every int8 value and every E4M3 value is an fp16
+// and a bf16 value): the decode GEMV (gemv.cu) and the byte-weight GEMM (byte_weight_gemm.cu)
+// read one byte a weight from memory and feed the tensor cores T. W = int8_t or KvFp8.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/kv_types.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace lmx::kernels::cuda {
+
+// Two int8 weights (bytes 2i, 2i + 1 of `word`) as one fragment register of T, exactly.
+//   __half: the byte plus 128 (sign bit flipped) as the mantissa of 1024.0 (0x64xx), minus 1152.
+//   bf16: too few mantissa bits for that; each byte through the same trick in fp32 (2^23), then
+//   packed (exact: |q| <= 127 has 7 significant bits).
+template <typename T>
+__device__ __forceinline__ uint32_t int8_pair(uint32_t word, int i) {
+  const uint32_t u = word ^ 0x80808080u;  // each byte: q + 128
+  if constexpr (std::is_same_v<T, __half>) {
+    const uint32_t biased = __byte_perm(u, 0x64646464u, i == 0 ? 0x5140u : 0x5342u);
+    const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&biased),
+                              __half2half2(__ushort_as_half(0x6480)));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const float lo =
+        __uint_as_float(__byte_perm(u, 0x4B000000u, i == 0 ? 0x7440u : 0x7442u)) - 8388736.0f;
+    const float hi =
+        __uint_as_float(__byte_perm(u, 0x4B000000u, i == 0 ? 0x7441u : 0x7443u)) - 8388736.0f;
+    return pack2<T>(lo, hi);
+  }
+}
+
+// Eight weights (8 bytes: words lo, hi) as 8 T (one 16-byte fragment chunk), in order.
+template <typename T, typename W>
+__device__ __forceinline__ uint4 widen_bytes8(uint32_t lo, uint32_t hi) {
+  static_assert(std::is_same_v<W, int8_t> || std::is_same_v<W, KvFp8>);
+  if constexpr (std::is_same_v<W, int8_t>)
+    return make_uint4(int8_pair<T>(lo, 0), int8_pair<T>(lo, 1), int8_pair<T>(hi, 0),
+                      int8_pair<T>(hi, 1));
+  else
+    return widen_fp8x8<T>(make_uint2(lo, hi));
+}
+
+// A chunk of 16 weights (k 0..15 of the chunk) as two chunks of 8 T: k 0..7 and k 8..15.
+template <typename T, typename W>
+__device__ __forceinline__ void widen_bytes16(const uint4& q, uint4& first, uint4& second) {
+  first = widen_bytes8<T, W>(q.x, q.y);
+  second = widen_bytes8<T, W>(q.z, q.w);
+}
+
+}  // namespace lmx::kernels::cuda
