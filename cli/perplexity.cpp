@@ -58,7 +58,7 @@ double token_nll(const float* logits, int vocab, int target) {
 PerplexityResult score_paragraphs(Backend& backend, const std::vector<std::vector<int32_t>>& ids,
                                   const std::function<void(size_t, size_t)>& progress) {
   if (!backend.supports_all_logits())
-    throw_error("the {} backend cannot return every position's logits yet (BatchChunk::all_logits), "
+    throw_error("the {} backend cannot return every position's logits (BatchChunk::all_logits: not on a tensor-parallel rank), "
                 "which perplexity needs; use --device cpu",
                 backend.name());
   const KvCacheShape& kv = backend.kv_shape();

@@ -2,12 +2,13 @@
 """Transformers' fp32 perplexity of the real models on the project's text, for `lmx perplexity`
 (tests/fixtures/perplexity/expected.json; docs/quantization.md).
 
-NOT RUN YET: it needs torch + transformers, which only the GPU machine has (this workplace has
-neither). Run it there, carrying the real models, and commit the file it writes:
+It needs torch + transformers, which only the GPU machine has (this workplace has neither): run
+it there, carrying the real models, and commit the file it writes (last made 2026-11-26,
+transformers 5.17.0, torch 2.11.0):
 
-  # here: cp -r ../shared/models/* .cache/parity_models/   (as for the parity fixtures)
+  # here: cp -r ../shared/models .cache/shared_models   (carried as for the parity fixtures)
   # on the device (fp32 on its CPU with eager attention; the GPU is not used):
-  python3 scripts/make_perplexity_fixture.py --models .cache/parity_models \
+  python3 scripts/make_perplexity_fixture.py --models .cache/shared_models \
       --text tests/fixtures/perplexity/text.txt --out $OUT/expected.json
 
 Protocol (the same as `lmx perplexity`, cli/perplexity.h): paragraphs at blank lines (lines of
@@ -16,7 +17,7 @@ these Llama tokenizers); truncated to max_position_embeddings; the sum over ever
 of -log_softmax(fp32 logits) in fp64, natural log. For each model the file records paragraphs,
 tokens, nll, ppl, the token ids of every paragraph (so a tokenizer difference shows as such, not
 as a perplexity difference) and the library versions. tests/quant/perplexity_test.py compares
-`lmx perplexity` on the CPU with it (1e-4 relative) once the file exists.
+`lmx perplexity` on the CPU with it (1e-4 relative).
 """
 import argparse
 import json

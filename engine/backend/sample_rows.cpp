@@ -40,11 +40,15 @@ void check_sample_rows(size_t rows, size_t outputs, size_t logit_rows) {
     throw_error("forward_sample: {} sampling rows for {} logits rows", rows, logit_rows);
 }
 
+void refuse_all_logits(std::span<const BatchChunk> chunks) {
+  for (const BatchChunk& c : chunks)
+    if (c.all_logits) throw_error("forward_sample draws one token a chunk: all_logits is for forward()");
+}
+
 void Backend::forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
                              std::span<SampledToken> out, std::vector<float>* logits) {
   std::vector<float> l;
-  for (const BatchChunk& c : chunks)
-    if (c.all_logits) throw_error("forward_sample draws one token a chunk: all_logits is for forward()");
+  refuse_all_logits(chunks);
   forward(chunks, l);
   const size_t V = size_t(desc().vocab_size);
   check_sample_rows(rows.size(), out.size(), l.size() / V);

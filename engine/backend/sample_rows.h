@@ -26,6 +26,10 @@ PackedSampleRows pack_sample_rows(std::span<const SampleSpec> rows);
 // logits back. False for no rows.
 bool draw_without_gather(std::span<const SampleSpec> rows, int vocab);
 
+// forward_sample draws one token a chunk: a chunk asking for all_logits is refused (it is for
+// forward()).
+void refuse_all_logits(std::span<const BatchChunk> chunks);
+
 // Throws unless a forward_sample call has one sampling row and one output per logits row.
 void check_sample_rows(size_t rows, size_t outputs, size_t logit_rows);
 

@@ -559,6 +559,59 @@ void expect_quantized_matches_cpu(const testing::ParityFixture& f, const std::st
   }
 }
 
+// Every token's logits in one forward (BatchChunk::all_logits, what lmx perplexity --device cuda
+// runs): each case's prompt and greedy path as one chunk, row by row against the CPU backend's
+// all_logits of the same model: fp32 within 1e-4 relative L2 (plain and dynamic_int8: the same
+// int8 bytes), fp16 within its model tolerance (half_precisions). A plain one-token step after it
+// gives its own one row again (the ordinary head buffers), and forward_sample refuses all_logits.
+TEST_P(CudaHfParity, AllLogitsMatchTheCpuBackend) {
+  REQUIRE_GPU();
+  const auto f = open_parity_fixture(GetParam());
+  struct Run {
+    LinearQuant quant;
+    CudaDtype dtype;
+    double tol;
+  };
+  const DecoderDesc desc = load_model(f.model_dir).desc;
+  for (const Run& run : {Run{LinearQuant{}, CudaDtype::F32, 1e-4},
+                         Run{LinearQuant{}, CudaDtype::F16, half_precisions(desc)[0].tol},
+                         Run{dynamic_int8(), CudaDtype::F32, 1e-4}}) {
+    const LoadedModel model = load_model(f.model_dir, run.quant);
+    auto cuda = make_cuda_backend(model, options(run.dtype));
+    auto cpu = make_cpu_backend(model, {16, 256});
+    ASSERT_TRUE(cuda->supports_all_logits());
+    const size_t V = size_t(model.desc.vocab_size);
+    for (const json& c : f.expected["cases"]) {
+      std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
+      for (int32_t t : c["greedy_ids"].get<std::vector<int32_t>>()) ids.push_back(t);
+      std::vector<int32_t> table;
+      for (size_t b = 0; b * 16 < ids.size() + 1; ++b) table.push_back(int32_t(b));
+      BatchChunk chunk{ids, 0, table, true, true};
+      std::vector<float> got, want;
+      cuda->forward(std::span(&chunk, 1), got);
+      cpu->forward(std::span(&chunk, 1), want);
+      ASSERT_EQ(got.size(), ids.size() * V);
+      ASSERT_EQ(want.size(), ids.size() * V);
+      for (size_t i = 0; i < ids.size(); ++i)
+        EXPECT_LE(rel_l2(std::span(got).subspan(i * V, V), std::span(want).subspan(i * V, V)),
+                  run.tol)
+            << "position " << i << " of " << ids.size() << ", dtype " << int(run.dtype)
+            << (run.quant.kind == QuantKind::None ? "" : ", dynamic_int8");
+      // The next token as a plain step: its one row, from the ordinary head buffers.
+      const int32_t next = c["greedy_ids"].get<std::vector<int32_t>>().back();
+      BatchChunk step{std::span(&next, 1), int(ids.size()), table, true, false};
+      cuda->forward(std::span(&step, 1), got);
+      cpu->forward(std::span(&step, 1), want);
+      ASSERT_EQ(got.size(), V);
+      EXPECT_LE(rel_l2(got, want), run.tol) << "the plain step after all_logits";
+      std::vector<SampledToken> out(1);
+      const SampleSpec spec{};
+      EXPECT_THROW(cuda->forward_sample(std::span(&chunk, 1), std::span(&spec, 1), out, nullptr),
+                   Error);
+    }
+  }
+}
+
 // dynamic_int8 (per output channel):
 //  - fp32: the same int8 bytes (both quantize the fp32 weights), logits within 1e-4 relative;
 //  - fp16 / bf16: on the fused decode path of RMSNorm families the GPU quantizes W diag(norm

@@ -59,6 +59,7 @@ struct StepMeta {
   std::vector<int32_t> packed;  // ids | pos | seq | tables | cu_q | logit_rows
   int tokens = 0, seqs = 0, max_blocks = 0, logit_rows = 0, max_chunk = 0, max_context = 0;
   int lead_single = 0;  // leading chunks of one token (the scheduler puts decode tokens first)
+  bool all_logits = false;  // some chunk wants every token's logits (BatchChunk::all_logits)
   size_t ids = 0, pos = 0, seq = 0, tables = 0, cu_q = 0, rows = 0;  // offsets into packed
 };
 
@@ -172,6 +173,10 @@ class CudaBackend final : public Backend {
     return "fp32";
   }
 
+  // Every token's logits (lmx perplexity) on one rank: the LM head over all the step's rows, into
+  // head buffers of their own grown to the step (the decode graphs keep theirs).
+  bool supports_all_logits() const override { return tp_.ranks == 1; }
+
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
     LMX_CUDA_CHECK(cudaSetDevice(device_));  // the caller's thread may not have made it current
     const int rows = enqueue(chunks);
@@ -193,6 +198,7 @@ class CudaBackend final : public Backend {
   void forward_sample_discard(std::span<const BatchChunk> chunks,
                               std::span<const kernels::SamplingRow> params) override {
     LMX_CUDA_CHECK(cudaSetDevice(device_));
+    refuse_all_logits(chunks);
     const int rows = enqueue(chunks);
     check_sample_rows(params.size(), params.size(), size_t(rows));
     draw_together(params);
@@ -204,6 +210,7 @@ class CudaBackend final : public Backend {
   void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> specs,
                       std::span<SampledToken> out, std::vector<float>* logits) override {
     LMX_CUDA_CHECK(cudaSetDevice(device_));
+    refuse_all_logits(chunks);
     const int rows = enqueue(chunks);
     check_sample_rows(specs.size(), out.size(), size_t(rows));
     const PackedSampleRows p = pack_sample_rows(specs);
@@ -269,10 +276,12 @@ class CudaBackend final : public Backend {
   // graphs are on). Returns the number of real logits rows (graph padding rows excluded).
   int enqueue(std::span<const BatchChunk> chunks) {
     const bool decode_only = std::all_of(chunks.begin(), chunks.end(), [](const BatchChunk& c) {
-      return c.tokens.size() == 1 && c.compute_logits;
+      return c.tokens.size() == 1 && c.compute_logits && !c.all_logits;
     });
     const int bucket = opts_.cuda_graphs && decode_only ? graph_bucket(int(chunks.size())) : 0;
     const StepMeta m = bucket ? plan(chunks, bucket, kGraphContextMin) : plan(chunks, 0, 0);
+    step_all_logits_ = m.all_logits;
+    if (m.all_logits) grow_all_head(size_t(m.logit_rows));
     upload(m.packed, meta_.get());
     if (bucket)
       run_graph(m);
@@ -283,7 +292,7 @@ class CudaBackend final : public Backend {
 
   void download_logits(int rows, std::vector<float>& logits) {
     logits.resize(size_t(rows) * desc_.vocab_size);
-    download(logits_.get(), logits);
+    download(step_all_logits_ ? all_head_.logits.get() : logits_.get(), logits);
   }
 
   // The logits rows of the specs with return_logits, packed in their order.
@@ -642,17 +651,22 @@ class CudaBackend final : public Backend {
     }
     pending_ = false;
     mark("lm_head");
-    k::gather_rows<T>(desc_.final_norm ? h_.get() : x_.get(), s.d + s.m.rows, gathered_.get(), rows,
-                      H, stream_);
-    const T* head_in = gathered_.get();
+    // Every token's rows (all_logits) go through head buffers of their own, sized to the step.
+    T* gathered = s.m.all_logits ? all_head_.gathered.get() : gathered_.get();
+    T* projected = s.m.all_logits ? all_head_.projected.get() : head_in_.get();
+    k::gather_rows<T>(desc_.final_norm ? h_.get() : x_.get(), s.d + s.m.rows, gathered, rows, H,
+                      stream_);
+    const T* head_in = gathered;
     if (desc_.projects_embeddings()) {
-      linear(w_.project_out, gathered_.get(), head_in_.get(), rows);
-      head_in = head_in_.get();
+      linear(w_.project_out, gathered, projected, rows);
+      head_in = projected;
     }
     // The weight may be the tied embedding; the bias is added to the fp32 logits below. Under
     // tensor parallelism the rank's vocabulary rows go to rank_logits_, then are gathered.
     const int head_rows = int(w_.lm_head.out);
-    float* out = tp_.ranks > 1 ? rank_logits_.get() : logits_.get();
+    float* out = s.m.all_logits ? all_head_.logits.get()
+                 : tp_.ranks > 1 ? rank_logits_.get()
+                                 : logits_.get();
     kernels::LinearWeights<T> head = view(w_.lm_head).without_bias();
     if (!head.quantized()) head.weight = w_.head_weight().get();  // the embedding when tied
     bool done = false;
@@ -668,6 +682,16 @@ class CudaBackend final : public Backend {
     if (!done) k::linear_f32_out<T>(gemm_, head_in, dense(head), out, rows, stream_);
     if (!lm_head_bias_.empty())
       k::bias_add<float>(out, lm_head_bias_.get(), nullptr, out, rows, head_rows, stream_);
+  }
+
+  // all_head_ holding `rows` rows (before the step is enqueued: never inside a graph).
+  void grow_all_head(size_t rows) {
+    if (rows <= all_head_.rows) return;
+    all_head_.gathered = DeviceBuffer<T>(rows * size_t(desc_.hidden_size));
+    if (desc_.projects_embeddings())
+      all_head_.projected = DeviceBuffer<T>(rows * size_t(desc_.embed_dim));
+    all_head_.logits = DeviceBuffer<float>(rows * size_t(desc_.vocab_size));
+    all_head_.rows = rows;
   }
 
   // Tensor parallelism, after the step: logits_ [rows, vocab] from every rank's rank_logits_
@@ -925,8 +949,11 @@ class CudaBackend final : public Backend {
       m.max_blocks = std::max(m.max_blocks, int(c.block_table.size()));
       m.max_chunk = std::max(m.max_chunk, int(c.tokens.size()));
       m.max_context = std::max(m.max_context, c.start_position + int(c.tokens.size()));
-      m.logit_rows += c.compute_logits ? 1 : 0;
+      m.logit_rows += c.all_logits ? int(c.tokens.size()) : c.compute_logits ? 1 : 0;
+      m.all_logits = m.all_logits || c.all_logits;
     }
+    if (m.all_logits && !supports_all_logits())
+      throw_error("a batch chunk asks for all_logits, which a tensor-parallel rank cannot give");
     if (m.max_context > desc_.max_position_embeddings)
       throw_error("positions up to {} exceed the model's {}", m.max_context,
                   desc_.max_position_embeddings);
@@ -969,6 +996,7 @@ class CudaBackend final : public Backend {
           throw_error("KV block id {} out of range", c.block_table[b]);
         table[b] = c.block_table[b];
       }
+      const int first = t;
       for (size_t i = 0; i < c.tokens.size(); ++i, ++t) {
         if (c.tokens[i] < 0 || c.tokens[i] >= desc_.vocab_size)
           throw_error("token id {} is outside the vocabulary [0, {})", c.tokens[i], desc_.vocab_size);
@@ -976,7 +1004,10 @@ class CudaBackend final : public Backend {
         m.packed[m.pos + size_t(t)] = c.start_position + int32_t(i);
         m.packed[m.seq + size_t(t)] = s;
       }
-      if (c.compute_logits) m.packed[m.rows + size_t(row++)] = t - 1;
+      if (c.all_logits)
+        for (int r = first; r < t; ++r) m.packed[m.rows + size_t(row++)] = r;
+      else if (c.compute_logits)
+        m.packed[m.rows + size_t(row++)] = t - 1;
     }
     m.packed[m.cu_q + size_t(m.seqs)] = t;
     return m;
@@ -1009,7 +1040,8 @@ class CudaBackend final : public Backend {
     sample_ids_ = DeviceBuffer<int32_t>(S);
     sample_logprobs_ = DeviceBuffer<float>(S);
     max_blocks_ = desc_.max_position_embeddings / opts_.kv_block_size + 1;
-    meta_ = DeviceBuffer<int32_t>(3 * tok + S * size_t(max_blocks_) + 2 * S + 1);
+    // ids, positions, sequences, block tables, cu_q, logits rows (every token's with all_logits)
+    meta_ = DeviceBuffer<int32_t>(3 * tok + S * size_t(max_blocks_) + S + 1 + std::max(tok, S));
     if constexpr (kTunedAttention<T_>)
       workspace_ = DeviceBuffer<char>(k::paged_attention_decode_workspace_bytes(
           opts_.max_sequences, desc_.num_heads, desc_.num_kv_heads, desc_.head_dim,
@@ -1097,6 +1129,14 @@ class CudaBackend final : public Backend {
   DeviceBuffer<T> x_, h_, delta_, qkv_, attn_, up_, act_, gathered_;
   DeviceBuffer<T> mlp_in_;   // [tokens, hidden] parallel residual with two norms: norm2(x)
   DeviceBuffer<T> head_in_;  // [sequences, embed_dim] project_out's output
+  // all_logits steps: the LM head's input, project_out's output and the logits of every token,
+  // [rows, hidden], [rows, embed_dim], [rows, vocab]; grown to the largest such step.
+  struct AllRowsHead {
+    DeviceBuffer<T> gathered, projected;
+    DeviceBuffer<float> logits;
+    size_t rows = 0;
+  } all_head_;
+  bool step_all_logits_ = false;  // the step enqueued last wants every token's logits
   bool pending_ = false;     // delta_ holds a block output not yet added to x_ (layer program)
   DeviceBuffer<float> alibi_;         // [heads] ALiBi slopes
   DeviceBuffer<float> lm_head_bias_;  // [vocab] fp32, GPT-J's biased LM head
