@@ -63,7 +63,8 @@ struct Config {
   static constexpr int kWBytes = kRowsN * StageK;
   static constexpr int kStageBytes = kWBytes + kRowsM * StageK * 2;
   static constexpr int kSmem = Stages * kStageBytes;
-  // Chunks a thread copies a stage (whole: the shapes below divide evenly).
+  // Chunks a thread copies a stage: weights divide evenly over the threads in every shape below;
+  // x may not (the kernel skips a thread's last copy past the tile).
   static constexpr int kWCopies = kRowsN * kWChunks / kThreads;
   static constexpr int kXCopies = (kRowsM * kXChunks + kThreads - 1) / kThreads;
   static_assert(StageK % kGroupK == 0 && kRowsN * kWChunks % kThreads == 0);
@@ -105,7 +106,7 @@ struct Args {
   Out* y;             // [M, N]
   int M, N, K;
   int tiles_m, tiles_n;
-  int splits, stages_per_split;  // 64-k stages a split covers
+  int splits, stages_per_split;  // stages (kStageK k each) a split covers
   float* partials;               // [splits][M][N] when splits > 1
   int* counters;                 // [tiles] when splits > 1
 };
@@ -120,8 +121,8 @@ __device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int& 
   tn = in_group / size;
 }
 
-// c += the 16 x 8 product over 16 k of a lane's chunks: w_lo / w_hi (8 k of weight rows g and
-// g + 8, as T) against xv (the same 8 k of x row g): two mma, 4 k of the chunk each.
+// c += the 16 x 8 product over a quad's 32 k (8 a lane): w_lo / w_hi (the lane's 8 k of weight
+// rows g and g + 8, as T) against xv (the same 8 k of x row g); two mma, 4 k of the lane's each.
 template <typename T>
 __device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& w_lo, const uint4& w_hi,
                                           const uint4& xv) {
