@@ -44,10 +44,12 @@ class ByteWeightGemm {
   template <typename T, typename Out>
   void run(const T* x, const LinearWeights<T>& w, Out* y, int M, cudaStream_t stream);
 
-  // How a call of this shape runs (for tests and benchmarks): x rows a tile, tiles, and the
-  // blocks a tile (K split in runs of stages_per_split x 64 k).
+  // How a call of this shape runs (run launches it; tests and benchmarks print it): x rows a
+  // tile, tiles along M and N, and the blocks a tile (K split in runs of stages_per_split
+  // stages).
   struct Plan {
-    int rows_per_tile = 0, tiles = 0, splits = 1, stages_per_split = 0;
+    int rows_per_tile = 0, tiles_m = 0, tiles_n = 0, splits = 1, stages_per_split = 0;
+    int tiles() const { return tiles_m * tiles_n; }
   };
   Plan plan(int M, int N, int K) const;
 

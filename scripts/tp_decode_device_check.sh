@@ -3,8 +3,9 @@
 # 22, run 4): builds lmx from the tree and from BASE_SRC (`git archive <commit>` unpacked into
 # .cache/base-src and carried) side by side, with the CUDA kernel and parity tests of the tree;
 # then, alternating base and tree (two rounds of the first), `lmx bench` of Llama-2-70B fp16 at
-# degree 4 (random weights made in GPU memory), of one degree-4 rank's shard of it at degree 1 (.cache/shard70b: 16 heads,
-# 2 KV heads, intermediate 7168) and of Llama-3-8B bf16 at degree 1; then the attention kernel
+# degree 4 (random weights made in GPU memory), of one degree-4 rank's shard of it at degree 1
+# (.cache/shard70b: 16 heads, 2 KV heads, intermediate 7168) and of Llama-3-8B bf16 at degree 1;
+# then the attention kernel
 # tests and the parity tests (every non-quantized one; the tensor-parallel fp32 ones at degrees
 # 2..4). Each step is bounded so the call ends inside the device's 10 minutes; logs under $OUT.
 # Carry: .devdeps, .cache/shared_models, .cache/base-src, .cache/shard70b.

@@ -136,7 +136,7 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::ByteWeightGemm& bw
                 weight_bytes / (us * 1e3), fp16_us / us);
   };
   std::printf("%-8s %5d %5dx%-5d (tile %d x-rows, %d tiles, %d splits)", s.name, M, s.N, s.K,
-              plan.rows_per_tile, plan.tiles, plan.splits);
+              plan.rows_per_tile, plan.tiles(), plan.splits);
   col("fp16", fp16_us, 2.0 * wn);
   col("dequant", dequant_us, double(wn));
   col("int8", int8_us, double(wn));

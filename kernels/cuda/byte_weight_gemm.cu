@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
   for (int i = 0; i < C::kXCopies; ++i) {
     const int c = threadIdx.x + i * C::kThreads, r = c / C::kXChunks, cc = c % C::kXChunks;
     const int m = m0 + r;
-    xc[i].row = m < a.M && r < C::kRowsM;  // the last copy of a thread may be past the tile
+    xc[i].row = m < a.M;
     xc[i].k = cc * 8;
     xc[i].src = a.x + size_t(xc[i].row ? m : 0) * a.K + k_first + cc * 8;
     xc[i].dst = C::kWBytes + r * C::kStageK * 2 + swizzle<C::kXChunks, 1>(r, cc) * 16;
@@ -195,7 +195,9 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
     }
 #pragma unroll
     for (int i = 0; i < C::kXCopies; ++i) {
-      if (C::kRowsM * C::kXChunks % C::kThreads != 0 && threadIdx.x + i * C::kThreads >= C::kRowsM * C::kXChunks)
+      // A thread's last copy may be past the tile (x chunks need not divide over the threads).
+      if (C::kRowsM * C::kXChunks % C::kThreads != 0 &&
+          threadIdx.x + i * C::kThreads >= C::kRowsM * C::kXChunks)
         continue;
       const bool valid = xc[i].row && k0 + xc[i].k < a.K;
       cp_async16_stream(base + xc[i].dst,
@@ -329,12 +331,13 @@ ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K) const {
   with_config(M, max_tile_rows_, [&](auto c) {
     using C = decltype(c);
     p.rows_per_tile = C::kRowsM;
-    p.tiles = ((M + C::kRowsM - 1) / C::kRowsM) * ((N + C::kRowsN - 1) / C::kRowsN);
+    p.tiles_m = (M + C::kRowsM - 1) / C::kRowsM;
+    p.tiles_n = (N + C::kRowsN - 1) / C::kRowsN;
     stages = (K + C::kStageK - 1) / C::kStageK;
   });
   const int target = std::max(1, sms_) * blocks_per_sm_;
-  int splits = std::min({target / std::max(1, p.tiles), kMaxSplits, stages / kMinStagesPerSplit});
-  if (p.tiles > kMaxSplitTiles) splits = 1;
+  int splits = std::min({target / std::max(1, p.tiles()), kMaxSplits, stages / kMinStagesPerSplit});
+  if (p.tiles() > kMaxSplitTiles) splits = 1;
   while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
   splits = std::max(1, splits);
   // No empty split: as many as the stages a split covers need.
@@ -365,8 +368,8 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
                             M,
                             w.out,
                             w.in,
-                            (M + C::kRowsM - 1) / C::kRowsM,
-                            (w.out + C::kRowsN - 1) / C::kRowsN,
+                            p.tiles_m,
+                            p.tiles_n,
                             p.splits,
                             p.stages_per_split,
                             partials_,
