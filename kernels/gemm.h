@@ -102,46 +102,61 @@ template <typename T>
 void skinny_linear_f32_out(const T* x, const LinearWeights<T>& w, float* y, int M,
                            cudaStream_t stream);
 
+// The norm a fused decode projection applies to its input rows before multiplying them. The
+// caller folds the norm's weight into w's columns once (scale_columns) and, for LayerNorm, its
+// bias into w's bias (b + W beta); the kernel then feeds x to the tensor cores as is, takes each
+// row's sums (of x and x^2) from the x it loads anyway, and corrects each result:
+//   RMSNorm   (row_sums null): y[m, n] = r_m (x[m] . W[n]),          r_m = 1 / sqrt(mean(x[m]^2) + eps)
+//   LayerNorm (row_sums [N]):  y[m, n] = r_m (x[m] . W[n] - mu_m S_n), r_m = 1 / sqrt(var(x[m]) + eps),
+//                              mu_m = mean(x[m]), S_n = row_sums[n] = sum_k W[n, k] of w as the
+//                              kernel multiplies it (q[n, k] q_scale[n] for one-byte weights), so
+//                              that the centering is exact for the weights used
+// (before the bias and the epilogue). This makes the pre-norm decoder's add + norm disappear as a
+// kernel on the decode path.
+struct InputNorm {
+  float eps = 0.0f;
+  const float* row_sums = nullptr;  // [w.out], device: LayerNorm; null: RMSNorm
+};
+
 // Decode projections with their neighbours fused in (same kernel, shapes and limits as
-// skinny_linear; no extra pass over anything; N = w.out, K = w.in):
-//   skinny_linear_rms:       y[M, N] = rms(x) · w.weight^T   (no bias: w.bias must be null)
-//   skinny_linear_rms_gated: y[M, inter] = act(g + bias[:inter]) * (u + bias[inter:]) where
-//                            [g | u] = rms(x) · w.weight^T, w.weight: [2 x inter, K] (gate rows,
-//                            then up rows, as gated_act's input; inter = w.out / 2, w.out odd is
-//                            refused), bias = w.bias: [2 x inter] or null
-//   skinny_linear_add:       residual[M, N] += x · w.weight^T + w.bias   (bias: [N] or null; one
-//                            rounding)
-//                            residual and bias are read before waiting for the kernel before
-//                            this one in the stream (kernels/cuda/pdl.cuh): that kernel must not
-//                            write them (in the decode layer the residual was last written by
-//                            the projection two or three kernels back)
-// rms(x) is RMSNorm without its weight: row m of x times 1 / sqrt(mean(x[m]^2) + eps). The caller
-// folds the norm's weight into w's columns once (scale_columns), so the kernel feeds x to the
-// tensor cores as is, takes the sums of squares from the x it loads anyway, and scales each
-// result by its row's factor. This makes the pre-norm decoder's add + norm and the activation
-// disappear as kernels on the decode path.
+// skinny_linear; no extra pass over anything; N = w.out, K = w.in; norm(x): InputNorm above):
+//   skinny_linear_norm:       y[M, N] = norm(x) · w.weight^T   (no bias: w.bias must be null)
+//   skinny_linear_norm_act:   y[M, N] = act(norm(x) · w.weight^T + w.bias)   (bias: [N] or null)
+//   skinny_linear_norm_gated: y[M, inter] = act(g + bias[:inter]) * (u + bias[inter:]) where
+//                             [g | u] = norm(x) · w.weight^T, w.weight: [2 x inter, K] (gate
+//                             rows, then up rows, as gated_act's input; inter = w.out / 2, w.out
+//                             odd is refused), bias = w.bias: [2 x inter] or null
+//   skinny_linear_add:        residual[M, N] += x · w.weight^T + w.bias   (bias: [N] or null; one
+//                             rounding)
+//                             residual and bias are read before waiting for the kernel before
+//                             this one in the stream (kernels/cuda/pdl.cuh): that kernel must not
+//                             write them (in the decode layer the residual was last written by
+//                             the projection two or three kernels back)
 template <typename T>
-void skinny_linear_rms(const T* x, float eps, const LinearWeights<T>& w, T* y, int M,
-                       cudaStream_t stream);
+void skinny_linear_norm(const T* x, const InputNorm& norm, const LinearWeights<T>& w, T* y, int M,
+                        cudaStream_t stream);
 template <typename T>
-void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const LinearWeights<T>& w,
-                             T* y, int M, cudaStream_t stream);
+void skinny_linear_norm_act(ActivationKind kind, const T* x, const InputNorm& norm,
+                            const LinearWeights<T>& w, T* y, int M, cudaStream_t stream);
+template <typename T>
+void skinny_linear_norm_gated(ActivationKind kind, const T* x, const InputNorm& norm,
+                              const LinearWeights<T>& w, T* y, int M, cudaStream_t stream);
 template <typename T>
 void skinny_linear_add(const T* x, const LinearWeights<T>& w, T* residual, int M,
                        cudaStream_t stream);
 
 // The decode qkv projection with rope_write_kv (kernels/rope_kv.h, same arguments and results:
 // q biased and rotated in qkv, k and v biased, k rotated, into the cache) as its epilogue:
-//   qkv-to-be = rms(x) · w.weight^T   (x: [M, K = w.in], w.weight: [qkv_stride = w.out, K] =
-//                                      [q | k | v] rows; qkv_bias = w.bias: [w.out] or null)
+//   qkv-to-be = norm(x) · w.weight^T   (x: [M, K = w.in], w.weight: [qkv_stride = w.out, K] =
+//                                       [q | k | v] rows; qkv_bias = w.bias: [w.out] or null)
 // Supported when rope_epilogue_supported(rotary_dim, head_dim); k and v columns of qkv are not
 // written (attention reads them from the cache). C: the cache's element type (T or KvFp8).
 bool rope_epilogue_supported(int rotary_dim, int head_dim);
 template <typename T, typename C>
-void skinny_linear_rms_rope_kv(const T* x, float eps, const LinearWeights<T>& w, T* qkv,
-                               const int32_t* token_pos, const float* inv_freq, int rotary_dim,
-                               int heads, C* k_cache, C* v_cache, const int32_t* block_tables,
-                               const int32_t* token_seq, int M, const PagedKvLayout& layout,
-                               cudaStream_t stream);
+void skinny_linear_norm_rope_kv(const T* x, const InputNorm& norm, const LinearWeights<T>& w,
+                                T* qkv, const int32_t* token_pos, const float* inv_freq,
+                                int rotary_dim, int heads, C* k_cache, C* v_cache,
+                                const int32_t* block_tables, const int32_t* token_seq, int M,
+                                const PagedKvLayout& layout, cudaStream_t stream);
 
 }  // namespace lmx::kernels::cuda

@@ -139,6 +139,12 @@ struct QuantStorage<WeightRef> {
   WeightRef scale;
 };
 
+// Where a backend keeps what folding a LayerNorm into a projection leaves beside its weight (the
+// row sums its decode kernels center the input with: kernels/gemm.h, InputNorm): empty unless
+// specialized (the CUDA backend's, engine/backend/cuda/device_weights.h).
+template <typename Buffer>
+struct NormFoldStorage {};
+
 // Whether a Linear<Buffer> can carry a quantized weight: the description (a request) and the
 // buffers with a QuantStorage.
 template <typename Buffer>
@@ -155,6 +161,7 @@ struct Linear {
   ShardSpec shard;
   LinearQuant quant;
   [[no_unique_address]] QuantStorage<Buffer> q;  // the quantized weight, when quant.quantized()
+  [[no_unique_address]] NormFoldStorage<Buffer> norm_fold;  // a LayerNorm folded into it
 
   bool present() const { return out > 0; }
   bool has_bias() const { return !bias.empty(); }

@@ -168,11 +168,10 @@ __device__ __forceinline__ void weight_step(float (&acc)[4], const uint4& w_lo, 
   }
 }
 
-// Sum of squares of the 8 elements of x in one 16-byte chunk (fp32).
+// (sum, sum of squares) of the 8 elements of x in one 16-byte chunk, added to sums (fp32).
 template <typename T>
-__device__ __forceinline__ float sum_squares(const uint4& v) {
+__device__ __forceinline__ void add_sums(const uint4& v, float2& sums) {
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-  float s = 0.0f;
 #pragma unroll
   for (uint32_t word : words) {
     float2 f;
@@ -180,9 +179,9 @@ __device__ __forceinline__ float sum_squares(const uint4& v) {
       f = __half22float2(*reinterpret_cast<const __half2*>(&word));
     else
       f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&word));
-    s += f.x * f.x + f.y * f.y;
+    sums.x += f.x + f.y;
+    sums.y += f.x * f.x + f.y * f.y;
   }
-  return s;
 }
 
 // ---- Epilogues: which 16 weight rows a tile multiplies, and where their results go. ----------
@@ -265,6 +264,22 @@ struct GatedActivation : NoExtras {
     if (j >= inter) return;
     if (bias) gate += float(bias[j]), up += float(bias[inter + j]);
     y[size_t(m) * inter + j] = T(detail::activate<A>(gate) * up);
+  }
+};
+
+// y[m, n] = act(result + bias[n]): tile rows are weight rows tile x 16 + 0..15.
+template <typename T, ActivationKind A>
+struct BiasActivation : NoExtras {
+  T* y;
+  const T* bias;  // [N] or null
+  int N;
+  __host__ __device__ int tiles() const { return (N + kTileRows - 1) / kTileRows; }
+  __device__ int2 rows(int tile, int g) const { return StoreRows<T>{{}, nullptr, N}.rows(tile, g); }
+  __device__ void store(int m, NoRowInfo, NoPrefetch, int tile, int g, float lo, float hi) const {
+    const int n = tile * kTileRows + g;
+    if (n < N) y[size_t(m) * N + n] = T(detail::activate<A>(bias ? lo + float(bias[n]) : lo));
+    if (n + 8 < N)
+      y[size_t(m) * N + n + 8] = T(detail::activate<A>(bias ? hi + float(bias[n + 8]) : hi));
   }
 };
 
@@ -422,19 +437,20 @@ struct WeightRing {
 
 // One block: tiles blockIdx.x, blockIdx.x + gridDim.x, ... of 16 weight rows; its warps split K
 // (warp w takes k-steps w, w + kWarps, ...) and warp 0 sums their partial tiles (double-buffered,
-// so one barrier a tile) and hands them to the epilogue. kRmsInput: each x row enters scaled by
-// 1 / sqrt(mean(x^2) + eps), applied to the results (the sums of squares are taken from the first
-// tile's x loads: every element of x row g is loaded by exactly one lane of the block with that g).
+// so one barrier a tile) and hands them to the epilogue. kNormInput: each x row enters normalized
+// (InputNorm, kernels/gemm.h), applied to the results: the row's sums of x and x^2 are taken from
+// the first tile's x loads (every element of x row g is loaded by exactly one lane of the block
+// with that g), LayerNorm's mean x row_sums[n] is subtracted before the row's factor.
 // W = int8_t or KvFp8: w_scale [N] multiplies each weight row's results (null for T weights).
-template <typename T, typename W, typename Epilogue, bool kRmsInput>
+template <typename T, typename W, typename Epilogue, bool kNormInput>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     skinny_kernel(const T* x, const W* __restrict__ w, const float* __restrict__ w_scale,
-                  Epilogue epi, int M, int K, float eps) {
+                  Epilogue epi, int M, int K, InputNorm norm) {
   using S = Stream<W>;
   constexpr int kSteps = S::kSteps, kIterChunks = S::kIterChunks, kX = S::kXChunks;
   extern __shared__ uint4 ring[];  // WeightRing's slots
   __shared__ float4 partial[2][kWarps][32];
-  __shared__ float row_ss[kWarps][8];  // per warp, per x row: sum of squares (kRmsInput)
+  __shared__ float2 row_sums[kWarps][8];  // per warp, per x row: (sum, sum of squares)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment row group and k pair
   const int chunks = K * int(sizeof(W)) / 16;  // 16-byte weight chunks a row
@@ -449,7 +465,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // x chunk j of weight chunk c is chunk c x kX + j of the row.
   const uint4* xr = reinterpret_cast<const uint4*>(x + size_t(has_x ? g : 0) * K) + first * kX;
   const int m0 = 2 * t, m1 = 2 * t + 1;  // the x rows of this lane's results
-  float scale0 = 1.0f, scale1 = 1.0f;    // their RMS factors (warp 0, from the first tile)
+  // Their norm factors r and LayerNorm means mu (warp 0, from the first tile); 1 and 0 without.
+  float scale0 = 1.0f, scale1 = 1.0f, mean0 = 0.0f, mean1 = 0.0f;
+  const bool centered = kNormInput && norm.row_sums != nullptr;  // LayerNorm
 
   // Before waiting for the previous kernel (kernels/cuda/pdl.cuh): the step's metadata of this
   // lane's rows, the first tile's epilogue inputs, and the first kStages - 1 weight iterations.
@@ -489,12 +507,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
     const bool first_tile = tile == int(blockIdx.x);
     if (!first_tile) prefetch(tile);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;
-    // The tile's two weight rows' scales (one-byte weights), loaded under the weight stream.
-    float2 row_scale = make_float2(1.0f, 1.0f);
-    if (S::kBytes && warp == 0) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float2 sums = make_float2(0.0f, 0.0f);  // of this lane's x (kNormInput, first tile)
+    // The tile's two weight rows' scales (one-byte weights) and LayerNorm row sums, loaded under
+    // the weight stream.
+    float2 row_scale = make_float2(1.0f, 1.0f), row_sum = make_float2(0.0f, 0.0f);
+    if ((S::kBytes || centered) && warp == 0) {
       const int2 r = epi.rows(tile, g);
-      row_scale = make_float2(__ldg(w_scale + r.x), __ldg(w_scale + r.y));
+      if (S::kBytes) row_scale = make_float2(__ldg(w_scale + r.x), __ldg(w_scale + r.y));
+      if (centered) row_sum = make_float2(__ldg(norm.row_sums + r.x), __ldg(norm.row_sums + r.y));
     }
     for (int i = 0; i < iters; ++i, ++n) {
       uint4 x_next[kSteps][kX], lo[kSteps], hi[kSteps];
@@ -503,12 +524,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       stream.issue();  // into the slots taken one iteration ago
 #pragma unroll
       for (int u = 0; u < kSteps; ++u) weight_step<T, W>(acc, lo[u], hi[u], xv[u]);
-      if constexpr (kRmsInput) {
+      if constexpr (kNormInput) {
         if (first_tile)
 #pragma unroll
           for (int u = 0; u < kSteps; ++u)
 #pragma unroll
-            for (int j = 0; j < kX; ++j) ss += sum_squares<T>(xv[u][j]);
+            for (int j = 0; j < kX; ++j) add_sums<T>(xv[u][j], sums);
       }
 #pragma unroll
       for (int u = 0; u < kSteps; ++u)
@@ -517,19 +538,28 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
     if (first_tile) pdl::allow_dependents();  // after the wait: pdl.cuh
     partial[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    if (kRmsInput && first_tile) {
-      ss += __shfl_xor_sync(0xffffffffu, ss, 1);  // the 4 lanes (t) of row g
-      ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-      if (t == 0) row_ss[warp][g] = ss;
+    if (kNormInput && first_tile) {
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {  // the 4 lanes (t) of row g
+        sums.x += __shfl_xor_sync(0xffffffffu, sums.x, o);
+        sums.y += __shfl_xor_sync(0xffffffffu, sums.y, o);
+      }
+      if (t == 0) row_sums[warp][g] = sums;
     }
     __syncthreads();
     if (warp != 0) continue;
-    if (kRmsInput && first_tile) {
-      float ss0 = 0.0f, ss1 = 0.0f;
+    if (kNormInput && first_tile) {
+      // r = 1 / sqrt(mean(x^2) + eps) (RMSNorm) or 1 / sqrt(mean(x^2) - mu^2 + eps) (LayerNorm,
+      // the biased variance; clamped at 0 against rounding).
+      auto factors = [&](int m, float& scale, float& mean) {
+        float2 total = make_float2(0.0f, 0.0f);
 #pragma unroll
-      for (int v = 0; v < kWarps; ++v) ss0 += row_ss[v][m0], ss1 += row_ss[v][m1];
-      scale0 = rsqrtf(ss0 / float(K) + eps);
-      scale1 = rsqrtf(ss1 / float(K) + eps);
+        for (int v = 0; v < kWarps; ++v) total.x += row_sums[v][m].x, total.y += row_sums[v][m].y;
+        mean = centered ? total.x / float(K) : 0.0f;
+        scale = rsqrtf(fmaxf(total.y / float(K) - mean * mean, 0.0f) + norm.eps);
+      };
+      factors(m0, scale0, mean0);
+      factors(m1, scale1, mean1);
     }
     float4 s = partial[buf][0][lane];
 #pragma unroll
@@ -539,6 +569,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
     // s = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1] with D[r][m] = y[m][tile row r].
     s.x *= row_scale.x, s.y *= row_scale.x, s.z *= row_scale.y, s.w *= row_scale.y;
+    if (centered) {
+      s.x -= mean0 * row_sum.x, s.y -= mean1 * row_sum.x;
+      s.z -= mean0 * row_sum.y, s.w -= mean1 * row_sum.y;
+    }
     if (m0 < M) epi.store(m0, info0, pre0, tile, g, s.x * scale0, s.z * scale0);
     if (m1 < M) epi.store(m1, info1, pre1, tile, g, s.y * scale1, s.w * scale1);
   }
@@ -547,14 +581,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // Blocks for `tiles` tiles: at most SMs x kGridBlocksPerSm (and what the GPU holds at once of this
 // kernel instance, queried on its first launch and cached: one device model per process), spread
 // so every block gets the same number of tiles (ceil(tiles / grid), a few one less).
-template <typename T, typename W, typename Epilogue, bool kRmsInput>
+template <typename T, typename W, typename Epilogue, bool kNormInput>
 int grid_for(int tiles) {
   static const int resident = [] {
     int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, skinny_kernel<T, W, Epilogue, kRmsInput>, kThreads,
+            &per_sm, skinny_kernel<T, W, Epilogue, kNormInput>, kThreads,
             Stream<W>::kRingBytes) != cudaSuccess) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
       sms = 132, per_sm = kMinBlocks;
@@ -565,39 +599,39 @@ int grid_for(int tiles) {
   return (tiles + rounds - 1) / rounds;
 }
 
-template <typename T, typename W, bool kRmsInput, typename Epilogue>
+template <typename T, typename W, bool kNormInput, typename Epilogue>
 void launch_stream(const T* x, const W* w, const float* w_scale, const Epilogue& epi, int M, int K,
-                   float eps, cudaStream_t stream) {
+                   const InputNorm& norm, cudaStream_t stream) {
   const int tiles = epi.tiles();
   if (M <= 0 || tiles <= 0) return;
-  auto* kernel = skinny_kernel<T, W, Epilogue, kRmsInput>;
+  auto* kernel = skinny_kernel<T, W, Epilogue, kNormInput>;
   // Raised on every launch (cheap, per device, allowed during graph capture), and before the
   // occupancy query in grid_for.
   constexpr int smem = Stream<W>::kRingBytes;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  const int grid = grid_for<T, W, Epilogue, kRmsInput>(tiles);
+  const int grid = grid_for<T, W, Epilogue, kNormInput>(tiles);
   if (LMX_GEMV_PDL)
     pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, x, w, w_scale, epi, M,
-                          K, eps);
+                          K, norm);
   else
-    kernel<<<grid, kThreads, smem, stream>>>(x, w, w_scale, epi, M, K, eps);
+    kernel<<<grid, kThreads, smem, stream>>>(x, w, w_scale, epi, M, K, norm);
 }
 
 // w's weights in T or, when w.quantized(), its int8 values or E4M3 codes and row scales
 // (K % 16 == 0).
-template <typename T, bool kRmsInput, typename Epilogue>
-void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M, float eps,
-            cudaStream_t stream) {
+template <typename T, bool kNormInput, typename Epilogue>
+void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M,
+            const InputNorm& norm, cudaStream_t stream) {
   if (!w.quantized())
-    return launch_stream<T, T, kRmsInput>(x, w.weight, nullptr, epi, M, w.in, eps, stream);
+    return launch_stream<T, T, kNormInput>(x, w.weight, nullptr, epi, M, w.in, norm, stream);
   if (w.in % 16 != 0 || !w.q_scale)
     throw std::invalid_argument(std::string("skinny linear: ") + (w.fp8() ? "E4M3" : "int8") +
                                 " weights need K % 16 == 0 and row scales (K = " +
                                 std::to_string(w.in) + ")");
   if (w.fp8())
-    return launch_stream<T, KvFp8, kRmsInput>(x, reinterpret_cast<const KvFp8*>(w.q), w.q_scale,
-                                              epi, M, w.in, eps, stream);
-  launch_stream<T, int8_t, kRmsInput>(x, w.q, w.q_scale, epi, M, w.in, eps, stream);
+    return launch_stream<T, KvFp8, kNormInput>(x, reinterpret_cast<const KvFp8*>(w.q), w.q_scale,
+                                               epi, M, w.in, norm, stream);
+  launch_stream<T, int8_t, kNormInput>(x, w.q, w.q_scale, epi, M, w.in, norm, stream);
 }
 
 // The launchers whose epilogue adds no bias refuse one rather than drop it.
@@ -617,32 +651,41 @@ bool skinny_supported(int M, int K, bool byte_weights) {
 template <typename T>
 void skinny_linear(const T* x, const LinearWeights<T>& w, T* y, int M, cudaStream_t stream) {
   require_no_bias(w, "skinny_linear");
-  launch<T, false>(x, w, StoreRows<T>{{}, y, w.out}, M, 0.0f, stream);
+  launch<T, false>(x, w, StoreRows<T>{{}, y, w.out}, M, {}, stream);
 }
 
 template <typename T>
 void skinny_linear_f32_out(const T* x, const LinearWeights<T>& w, float* y, int M,
                            cudaStream_t stream) {
   require_no_bias(w, "skinny_linear_f32_out");
-  launch<T, false>(x, w, StoreRows<float>{{}, y, w.out}, M, 0.0f, stream);
+  launch<T, false>(x, w, StoreRows<float>{{}, y, w.out}, M, {}, stream);
 }
 
 template <typename T>
-void skinny_linear_rms(const T* x, float eps, const LinearWeights<T>& w, T* y, int M,
-                       cudaStream_t stream) {
-  require_no_bias(w, "skinny_linear_rms");
-  launch<T, true>(x, w, StoreRows<T>{{}, y, w.out}, M, eps, stream);
+void skinny_linear_norm(const T* x, const InputNorm& norm, const LinearWeights<T>& w, T* y, int M,
+                        cudaStream_t stream) {
+  require_no_bias(w, "skinny_linear_norm");
+  launch<T, true>(x, w, StoreRows<T>{{}, y, w.out}, M, norm, stream);
 }
 
 template <typename T>
-void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const LinearWeights<T>& w,
-                             T* y, int M, cudaStream_t stream) {
+void skinny_linear_norm_act(ActivationKind kind, const T* x, const InputNorm& norm,
+                            const LinearWeights<T>& w, T* y, int M, cudaStream_t stream) {
+  detail::with_activation(kind, [&](auto a) {
+    launch<T, true>(x, w, BiasActivation<T, decltype(a)::value>{{}, y, w.bias, w.out}, M, norm,
+                    stream);
+  });
+}
+
+template <typename T>
+void skinny_linear_norm_gated(ActivationKind kind, const T* x, const InputNorm& norm,
+                              const LinearWeights<T>& w, T* y, int M, cudaStream_t stream) {
   if (w.out % 2 != 0)
-    throw std::invalid_argument("skinny_linear_rms_gated: w.out = " + std::to_string(w.out) +
+    throw std::invalid_argument("skinny_linear_norm_gated: w.out = " + std::to_string(w.out) +
                                 " is not 2 x inter (gate rows, then up rows)");
   const int inter = w.out / 2;
   detail::with_activation(kind, [&](auto a) {
-    launch<T, true>(x, w, GatedActivation<T, decltype(a)::value>{{}, y, w.bias, inter}, M, eps,
+    launch<T, true>(x, w, GatedActivation<T, decltype(a)::value>{{}, y, w.bias, inter}, M, norm,
                     stream);
   });
 }
@@ -650,7 +693,7 @@ void skinny_linear_rms_gated(ActivationKind kind, const T* x, float eps, const L
 template <typename T>
 void skinny_linear_add(const T* x, const LinearWeights<T>& w, T* residual, int M,
                        cudaStream_t stream) {
-  launch<T, false>(x, w, AddToResidual<T>{{}, residual, w.bias, w.out}, M, 0.0f, stream);
+  launch<T, false>(x, w, AddToResidual<T>{{}, residual, w.bias, w.out}, M, {}, stream);
 }
 
 bool rope_epilogue_supported(int rotary_dim, int head_dim) {
@@ -658,31 +701,33 @@ bool rope_epilogue_supported(int rotary_dim, int head_dim) {
 }
 
 template <typename T, typename C>
-void skinny_linear_rms_rope_kv(const T* x, float eps, const LinearWeights<T>& w, T* qkv,
-                               const int32_t* token_pos, const float* inv_freq, int rotary_dim,
-                               int heads, C* k_cache, C* v_cache, const int32_t* block_tables,
-                               const int32_t* token_seq, int M, const PagedKvLayout& layout,
-                               cudaStream_t stream) {
+void skinny_linear_norm_rope_kv(const T* x, const InputNorm& norm, const LinearWeights<T>& w,
+                                T* qkv, const int32_t* token_pos, const float* inv_freq,
+                                int rotary_dim, int heads, C* k_cache, C* v_cache,
+                                const int32_t* block_tables, const int32_t* token_seq, int M,
+                                const PagedKvLayout& layout, cudaStream_t stream) {
   const RopeKvWrite<T, C> epi{qkv,      w.out,      w.bias, token_pos, token_seq, block_tables,
                               inv_freq, rotary_dim, heads,  k_cache,   v_cache,   layout};
-  launch<T, true>(x, w, epi, M, eps, stream);
+  launch<T, true>(x, w, epi, M, norm, stream);
 }
 
-#define LMX_INSTANTIATE_ROPE_KV(T, C)                                                           \
-  template void skinny_linear_rms_rope_kv<T, C>(                                                \
-      const T*, float, const LinearWeights<T>&, T*, const int32_t*, const float*, int, int, C*, \
-      C*, const int32_t*, const int32_t*, int, const PagedKvLayout&, cudaStream_t);
+#define LMX_INSTANTIATE_ROPE_KV(T, C)                                                            \
+  template void skinny_linear_norm_rope_kv<T, C>(                                                \
+      const T*, const InputNorm&, const LinearWeights<T>&, T*, const int32_t*, const float*, int, \
+      int, C*, C*, const int32_t*, const int32_t*, int, const PagedKvLayout&, cudaStream_t);
 LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE_ROPE_KV)
 #undef LMX_INSTANTIATE_ROPE_KV
 
-#define LMX_INSTANTIATE(T)                                                                  \
-  template void skinny_linear<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t); \
-  template void skinny_linear_f32_out<T>(const T*, const LinearWeights<T>&, float*, int,    \
-                                         cudaStream_t);                                     \
-  template void skinny_linear_rms<T>(const T*, float, const LinearWeights<T>&, T*, int,     \
-                                     cudaStream_t);                                         \
-  template void skinny_linear_rms_gated<T>(ActivationKind, const T*, float,                 \
-                                           const LinearWeights<T>&, T*, int, cudaStream_t); \
+#define LMX_INSTANTIATE(T)                                                                       \
+  template void skinny_linear<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t);      \
+  template void skinny_linear_f32_out<T>(const T*, const LinearWeights<T>&, float*, int,         \
+                                         cudaStream_t);                                          \
+  template void skinny_linear_norm<T>(const T*, const InputNorm&, const LinearWeights<T>&, T*,   \
+                                      int, cudaStream_t);                                        \
+  template void skinny_linear_norm_act<T>(ActivationKind, const T*, const InputNorm&,            \
+                                          const LinearWeights<T>&, T*, int, cudaStream_t);       \
+  template void skinny_linear_norm_gated<T>(ActivationKind, const T*, const InputNorm&,          \
+                                            const LinearWeights<T>&, T*, int, cudaStream_t);     \
   template void skinny_linear_add<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t);
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)

@@ -4,6 +4,8 @@
 //  - plain and fp32 out, for every row count the GEMV takes, odd N, Llama's o / down shapes:
 //    within one rounding to T (fp32 out: 1e-5);
 //  - RMS input (the fused norm) and residual add with a bias, within one rounding;
+//  - LayerNorm input, centered through the row sums of the bytes as multiplied (row_dots, against
+//    the CPU's), within one rounding;
 //  - weights whose K is not a multiple of 16 are refused, not misread.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -17,6 +19,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "kernels/row_dots.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/quantized_weights.h"
 
@@ -62,6 +65,35 @@ TYPED_TEST(ByteWeightGemv, SkinnyLinearMatchesTheWeightsOnlyReference) {
   }
 }
 
+TYPED_TEST(ByteWeightGemv, LayerNormInputThroughRowSums) {
+  LMX_REQUIRE_GPU();
+  using T = typename TypeParam::T;
+  using Weight = typename TypeParam::Weight;
+  std::mt19937 rng(15);
+  for (auto [N, K] : kShapes) {
+    const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
+    std::vector<float> sums(static_cast<size_t>(N));
+    kernels::cpu::row_dots(w.host_view(), nullptr, sums.data());
+    Dev<float> dsums(sums.size());
+    kc::row_dots<T>(w.template view<T>(), nullptr, dsums.p, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    ASSERT_LT(rel_l2(dsums.download_f(), sums), 1e-5) << Weight::kName << " row sums " << N;
+    for (int M : {1, 3, kc::kSkinnyMaxRows}) {
+      // x's mean (2) is larger than its spread: uncentered results would be far off.
+      const auto x = test::randn<T>(size_t(M) * K, rng, 1.0f, 2.0f);
+      std::vector<float> ones(size_t(K), 1.0f), zeros(size_t(K), 0.0f), normed(x.size());
+      kernels::cpu::layer_norm(x.data(), ones.data(), zeros.data(), normed.data(), M, K, kEps);
+      const auto ref = w.weights_only(normed, M);
+      Dev<T> dx(x.size()), dy(ref.size());
+      dx.upload(x);
+      kc::skinny_linear_norm<T>(dx.p, {kEps, dsums.p}, w.template view<T>(), dy.p, M, nullptr);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel)
+          << Weight::kName << " layer norm " << M << "x" << N << "x" << K;
+    }
+  }
+}
+
 TYPED_TEST(ByteWeightGemv, RmsInputAndResidualAdd) {
   LMX_REQUIRE_GPU();
   using T = typename TypeParam::T;
@@ -77,7 +109,7 @@ TYPED_TEST(ByteWeightGemv, RmsInputAndResidualAdd) {
       const auto ref = w.weights_only(normed, M);
       Dev<T> dx(x.size()), dy(ref.size());
       dx.upload(x);
-      kc::skinny_linear_rms<T>(dx.p, kEps, w.template view<T>(), dy.p, M, nullptr);
+      kc::skinny_linear_norm<T>(dx.p, {kEps}, w.template view<T>(), dy.p, M, nullptr);
       LMX_CUDA_OK(cudaDeviceSynchronize());
       EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel)
           << Weight::kName << " rms " << M << "x" << N << "x" << K;

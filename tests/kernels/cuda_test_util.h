@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -50,6 +51,7 @@ struct Dev {
   }
   Dev(const Dev&) = delete;
   Dev& operator=(const Dev&) = delete;
+  Dev(Dev&& other) noexcept : p(std::exchange(other.p, nullptr)), n(other.n) {}
   ~Dev() { cudaFree(p); }
   void poison() { cudaMemset(p, 0xff, std::max<size_t>(n, 1) * sizeof(T)); }
   template <typename U>

@@ -257,16 +257,18 @@ TYPED_TEST(SkinnyLinearCuda, RefusesABiasItDoesNotAdd) {
   expect_refused("skinny_linear", [&] { kc::skinny_linear<T>(host.data(), lw, y, 0, nullptr); });
   expect_refused("skinny_linear_f32_out",
                  [&] { kc::skinny_linear_f32_out<T>(host.data(), lw, y32, 0, nullptr); });
-  expect_refused("skinny_linear_rms",
-                 [&] { kc::skinny_linear_rms<T>(host.data(), 1e-5f, lw, y, 0, nullptr); });
-  expect_refused("skinny_linear_rms_gated", [&] {
-    kc::skinny_linear_rms_gated<T>(kernels::ActivationKind::Silu, host.data(), 1e-5f,
-                                   {host.data(), host.data(), 7, 8}, y, 0, nullptr);
+  expect_refused("skinny_linear_norm",
+                 [&] { kc::skinny_linear_norm<T>(host.data(), {1e-5f}, lw, y, 0, nullptr); });
+  expect_refused("skinny_linear_norm_gated", [&] {
+    kc::skinny_linear_norm_gated<T>(kernels::ActivationKind::Silu, host.data(), {1e-5f},
+                                    {host.data(), host.data(), 7, 8}, y, 0, nullptr);
   });
   // Those that apply the bias take it (M = 0: no-ops).
   kc::skinny_linear_add<T>(host.data(), lw, y, 0, nullptr);
-  kc::skinny_linear_rms_gated<T>(kernels::ActivationKind::Silu, host.data(), 1e-5f, lw, y, 0,
-                                 nullptr);
+  kc::skinny_linear_norm_gated<T>(kernels::ActivationKind::Silu, host.data(), {1e-5f}, lw, y, 0,
+                                  nullptr);
+  kc::skinny_linear_norm_act<T>(kernels::ActivationKind::GeluTanh, host.data(), {1e-5f}, lw, y, 0,
+                                nullptr);
   kc::skinny_linear<T>(host.data(), lw.without_bias(), y, 0, nullptr);
 }
 

@@ -1,6 +1,7 @@
-// The decode GEMV's fused forms (kernels/gemm.h: skinny_linear_rms, skinny_linear_rms_gated,
-// skinny_linear_add) and the weight fold they rely on (scale_columns), against the CPU reference
-// ops they replace, for every row count the kernel takes, odd sizes and both half types.
+// The decode GEMV's fused forms (kernels/gemm.h: skinny_linear_norm with RMSNorm and LayerNorm
+// input, _norm_act, _norm_gated, skinny_linear_add, _norm_rope_kv) and the weight folds they rely
+// on (scale_columns; row_dots for a LayerNorm's bias and row sums), against the CPU reference ops
+// they replace, for every row count the kernel takes, odd sizes and both half types.
 // Tolerances: Tol<T> (one rounding of an fp32 result to T), except where the test says.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -18,6 +19,7 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/rope_kv.h"
+#include "kernels/row_dots.h"
 #include "tests/kernels/cuda_test_util.h"
 
 namespace lmx {
@@ -51,6 +53,21 @@ std::vector<float> cpu_rms(const std::vector<float>& x, int M, int K) {
   return out;
 }
 
+// CPU: LayerNorm of each row of x with unit weight and zero bias.
+std::vector<float> cpu_layer_norm(const std::vector<float>& x, int M, int K) {
+  std::vector<float> ones(size_t(K), 1.0f), zeros(size_t(K), 0.0f), out(x.size());
+  kr::layer_norm(x.data(), ones.data(), zeros.data(), out.data(), M, K, kEps);
+  return out;
+}
+
+// Device row sums of w [N, K] (InputNorm::row_sums of an unfolded LayerNorm).
+template <typename T>
+Dev<float> device_row_sums(const Dev<T>& w, int N, int K) {
+  Dev<float> sums{size_t(N)};
+  kc::row_dots<T>({w.p, nullptr, N, K}, nullptr, sums.p, nullptr);
+  return sums;  // moved
+}
+
 // (N, K): one partial tile, ragged tiles, a partial last k-step, Llama's o / down shapes.
 const std::vector<std::pair<int, int>> kShapes = {
     {7, 40}, {33, 4104}, {1000, 512}, {4096, 4096}, {129, 11008}};
@@ -61,28 +78,76 @@ std::vector<float> first_rows(const std::vector<float>& m, int rows, int cols) {
 }
 
 // Cost: the rows of these products are independent (row m of the output reads only row m of x;
-// the RMS scale is per row), so each shape draws and uploads its weights once and computes the
-// CPU reference of kSkinnyMaxRows rows once; every row count M is checked against the first M
-// rows. (Drawing the weights again for every M, kind and bias drew ~3.5e9 normal values a type.)
-TYPED_TEST(FusedGemvCuda, RmsInputMatchesNormThenLinear) {
+// the norm is per row), so each shape draws and uploads its weights once and computes the CPU
+// reference of kSkinnyMaxRows rows once; every row count M is checked against the first M rows.
+// (Drawing the weights again for every M, kind and bias drew ~3.5e9 normal values a type.)
+// RMSNorm input, then LayerNorm input, whose mean comes out through the row sums. x's mean is
+// larger than its spread, so a result that skipped the scale or the centering (or took the wrong
+// sums) would be far off.
+TYPED_TEST(FusedGemvCuda, NormInputMatchesNormThenLinear) {
   LMX_REQUIRE_GPU();
   using T = TypeParam;
   std::mt19937 rng(1);
   constexpr int kRows = kc::kSkinnyMaxRows;
   for (auto [N, K] : kShapes) {
-    // A large mean makes an unnormalized result far off: the scale must be applied.
-    const auto x = test::randn<T>(size_t(kRows) * K, rng, 3.0f, 0.5f);
+    const auto x = test::randn<T>(size_t(kRows) * K, rng, 1.0f, 2.0f);
     const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
-    const auto ref = cpu_linear(cpu_rms(x, kRows, K), w, kRows, N, K);
-    Dev<T> dx(x.size()), dw(w.size()), dy(ref.size());
+    Dev<T> dx(x.size()), dw(w.size()), dy(size_t(kRows) * N);
     dx.upload(x);
     dw.upload(w);
-    for (int M = 1; M <= kRows; ++M) {
-      dy.poison();
-      kc::skinny_linear_rms<T>(dx.p, kEps, {dw.p, nullptr, N, K}, dy.p, M, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      const auto got = test::written_prefix(dy.download_f(), size_t(M) * N);
-      ASSERT_LT(rel_l2(got, first_rows(ref, M, N)), Tol<T>::rel) << M << "x" << N << "x" << K;
+    const Dev<float> sums = device_row_sums(dw, N, K);
+    for (bool layer : {false, true}) {
+      const auto normed = layer ? cpu_layer_norm(x, kRows, K) : cpu_rms(x, kRows, K);
+      const auto ref = cpu_linear(normed, w, kRows, N, K);
+      for (int M = 1; M <= kRows; ++M) {
+        dy.poison();
+        kc::skinny_linear_norm<T>(dx.p, {kEps, layer ? sums.p : nullptr}, {dw.p, nullptr, N, K},
+                                  dy.p, M, nullptr);
+        LMX_CUDA_OK(cudaDeviceSynchronize());
+        const auto got = test::written_prefix(dy.download_f(), size_t(M) * N);
+        ASSERT_LT(rel_l2(got, first_rows(ref, M, N)), Tol<T>::rel)
+            << (layer ? "layer " : "rms ") << M << "x" << N << "x" << K;
+      }
+    }
+  }
+}
+
+// y = act(norm(x) W^T + bias): every activation, with and without the bias, RMSNorm and
+// LayerNorm input.
+TYPED_TEST(FusedGemvCuda, NormActMatchesNormLinearBiasActivation) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(8);
+  using A = kernels::ActivationKind;
+  constexpr int kRows = 8;  // the largest M below
+  for (auto [N, K] : {std::pair{7, 40}, {1000, 4104}, {16384, 4096}}) {
+    const auto x = test::randn<T>(size_t(kRows) * K, rng, 1.0f, 1.5f);
+    const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+    const auto bias = test::randn<T>(size_t(N), rng, 0.5f);
+    Dev<T> dx(x.size()), dw(w.size()), db(bias.size()), dy(size_t(kRows) * N);
+    dx.upload(x);
+    dw.upload(w);
+    db.upload(bias);
+    const Dev<float> sums = device_row_sums(dw, N, K);
+    for (bool layer : {false, true}) {
+      const auto product = cpu_linear(layer ? cpu_layer_norm(x, kRows, K) : cpu_rms(x, kRows, K),
+                                      w, kRows, N, K);
+      for (A kind : {A::Silu, A::GeluTanh, A::GeluExact, A::Relu})
+        for (bool with_bias : {false, true})
+          for (int M : {1, 3, 8}) {
+            std::vector<float> ref(size_t(M) * N);
+            kr::bias_add(product.data(), with_bias ? bias.data() : nullptr, nullptr, ref.data(), M,
+                         N);
+            kr::act(kind, ref.data(), ref.data(), M, N);
+            dy.poison();
+            kc::skinny_linear_norm_act<T>(kind, dx.p, {kEps, layer ? sums.p : nullptr},
+                                          {dw.p, with_bias ? db.p : nullptr, N, K}, dy.p, M,
+                                          nullptr);
+            LMX_CUDA_OK(cudaDeviceSynchronize());
+            ASSERT_LT(rel_l2(test::written_prefix(dy.download_f(), ref.size()), ref), Tol<T>::rel)
+                << (layer ? "layer" : "rms") << " kind " << int(kind) << " bias " << with_bias
+                << " " << M << "x" << N << "x" << K;
+          }
     }
   }
 }
@@ -109,8 +174,8 @@ TYPED_TEST(FusedGemvCuda, RmsGatedMatchesNormLinearActivation) {
           kr::bias_gated_act(kind, gate_up.data(), with_bias ? bias.data() : nullptr, ref.data(),
                              M, inter);
           dy.poison();
-          kc::skinny_linear_rms_gated<T>(
-              kind, dx.p, kEps, {dw.p, with_bias ? db.p : nullptr, 2 * inter, K}, dy.p, M, nullptr);
+          kc::skinny_linear_norm_gated<T>(
+              kind, dx.p, {kEps}, {dw.p, with_bias ? db.p : nullptr, 2 * inter, K}, dy.p, M, nullptr);
           LMX_CUDA_OK(cudaDeviceSynchronize());
           ASSERT_LT(rel_l2(test::written_prefix(dy.download_f(), ref.size()), ref), Tol<T>::rel)
               << "kind " << int(kind) << " bias " << with_bias << " " << M << "x" << inter << "x"
@@ -187,9 +252,75 @@ TYPED_TEST(FusedGemvCuda, FoldedNormWeightMatchesRmsNormThenLinear) {
     dw.upload(w);
     dg.upload(gamma);
     kc::scale_columns<T>(dw.p, dg.p, N, K, nullptr);
-    kc::skinny_linear_rms<T>(dx.p, kEps, {dw.p, nullptr, N, K}, dy.p, M, nullptr);
+    kc::skinny_linear_norm<T>(dx.p, {kEps}, {dw.p, nullptr, N, K}, dy.p, M, nullptr);
     LMX_CUDA_OK(cudaDeviceSynchronize());
     EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << M;
+  }
+}
+
+// The load's LayerNorm fold (engine/backend/cuda/device_weights.cpp) and the kernel together: the
+// bias b + W beta (row_dots with beta, before the columns are scaled), W diag(gamma)
+// (scale_columns), the row sums of the folded weight (row_dots), then the LayerNorm input form
+// with the bias in its epilogue, equal the norm (with its weight and bias) then the linear and
+// the bias. Relu as the activation keeps the comparison close to linear (half the outputs pass).
+TYPED_TEST(FusedGemvCuda, FoldedLayerNormMatchesLayerNormThenLinear) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(9);
+  const int N = 1000, K = 4096;
+  for (int M : {1, 8}) {
+    const auto x = test::randn<T>(size_t(M) * K, rng, 2.0f, 1.0f);
+    const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f);
+    const auto bias = test::randn<T>(size_t(N), rng, 0.5f);
+    const auto gamma = test::randn<T>(size_t(K), rng, 0.3f, 1.0f);
+    const auto beta = test::randn<T>(size_t(K), rng, 0.5f);
+    std::vector<float> normed(x.size()), ref(size_t(M) * N);
+    kr::layer_norm(x.data(), gamma.data(), beta.data(), normed.data(), M, K, kEps);
+    const auto product = cpu_linear(normed, w, M, N, K);
+    kr::bias_add(product.data(), bias.data(), nullptr, ref.data(), M, N);
+    kr::act(kernels::ActivationKind::Relu, ref.data(), ref.data(), M, N);
+
+    Dev<T> dx(x.size()), dw(w.size()), dg(gamma.size()), dbeta(beta.size()), db(bias.size()),
+        dy(ref.size());
+    dx.upload(x);
+    dw.upload(w);
+    dg.upload(gamma);
+    dbeta.upload(beta);
+    Dev<float> w_beta{size_t(N)};
+    kc::row_dots<T>({dw.p, nullptr, N, K}, dbeta.p, w_beta.p, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    const auto shift = w_beta.download_f();
+    std::vector<float> folded_bias(static_cast<size_t>(N));
+    for (int n = 0; n < N; ++n) folded_bias[size_t(n)] = bias[size_t(n)] + shift[size_t(n)];
+    db.upload(folded_bias);
+    kc::scale_columns<T>(dw.p, dg.p, N, K, nullptr);
+    const Dev<float> sums = device_row_sums(dw, N, K);
+    kc::skinny_linear_norm_act<T>(kernels::ActivationKind::Relu, dx.p, {kEps, sums.p},
+                                  {dw.p, db.p, N, K}, dy.p, M, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << M;
+  }
+}
+
+// row_dots against the CPU's, on T weights, with a vector and without (the row sums).
+TYPED_TEST(FusedGemvCuda, RowDotsMatchCpu) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  std::mt19937 rng(10);
+  for (auto [N, K] : {std::pair{1, 1}, {7, 13}, {4096, 4096}}) {
+    const auto w = test::randn<T>(size_t(N) * K, rng, 0.05f, 0.01f);
+    const auto v = test::randn<T>(size_t(K), rng);
+    Dev<T> dw(w.size()), dv(v.size());
+    Dev<float> dout{size_t(N)};
+    dw.upload(w);
+    dv.upload(v);
+    for (bool with_v : {false, true}) {
+      std::vector<float> ref(static_cast<size_t>(N));
+      kr::row_dots({w.data(), nullptr, N, K}, with_v ? v.data() : nullptr, ref.data());
+      kc::row_dots<T>({dw.p, nullptr, N, K}, with_v ? dv.p : nullptr, dout.p, nullptr);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_LT(rel_l2(dout.download_f(), ref), 1e-5) << "v " << with_v << " " << N << "x" << K;
+    }
   }
 }
 
@@ -254,7 +385,7 @@ void run_rope_epilogue(kernels::KvDtype storage, double cache_tol, kernels::KvSc
         dpos.upload(pos);
         dseq.upload(seq);
         dtab.upload(tables);
-        kc::skinny_linear_rms_rope_kv<T>(dx.p, kEps, {dw.p, with_bias ? db.p : nullptr, N, K},
+        kc::skinny_linear_norm_rope_kv<T>(dx.p, {kEps}, {dw.p, with_bias ? db.p : nullptr, N, K},
                                          dqkv.p, dpos.p, dfreq.p, c.rotary_dim, c.heads, dk.p, dv.p,
                                          dtab.p, dseq.p, M, L, nullptr);
         LMX_CUDA_OK(cudaDeviceSynchronize());

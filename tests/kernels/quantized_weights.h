@@ -39,6 +39,9 @@ struct Int8Weight {
   quant::W8A16Weights ref(const float* bias = nullptr) const {
     return {values.data(), scales.data(), bias, N, K, K};
   }
+  kernels::LinearWeights<float> host_view() const {
+    return {nullptr, nullptr, N, K, values.data(), scales.data()};
+  }
   template <typename T>
   kernels::LinearWeights<T> view(const T* bias = nullptr) const {
     return {nullptr, bias, N, K, dq.p, ds.p};
@@ -66,6 +69,10 @@ struct Fp8Weight {
     cudaMemcpy(ds.p, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice);
   }
   quant::Fp8Weights ref() const { return {codes.data(), scales.data(), nullptr, N, K}; }
+  kernels::LinearWeights<float> host_view() const {
+    return {nullptr, nullptr, N, K, reinterpret_cast<const int8_t*>(codes.data()), scales.data(),
+            /*e4m3=*/true};
+  }
   template <typename T>
   kernels::LinearWeights<T> view(const T* bias = nullptr) const {
     return {nullptr, bias, N, K, reinterpret_cast<const int8_t*>(dq.p), ds.p, /*e4m3=*/true};

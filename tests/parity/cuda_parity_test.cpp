@@ -614,16 +614,19 @@ TEST_P(CudaHfParity, AllLogitsMatchTheCpuBackend) {
 
 // dynamic_int8 (per output channel):
 //  - fp32: the same int8 bytes (both quantize the fp32 weights), logits within 1e-4 relative;
-//  - fp16 / bf16: on the fused decode path of RMSNorm families the GPU quantizes W diag(norm
+//  - fp16 / bf16: on the fused decode path of pre-norm families the GPU quantizes W diag(norm
 //    weight) (the norm folded in first) where the CPU quantizes W: two quantizations of the model,
-//    which differ by about sqrt(2) q[s]. Bound: 3 q[s] (on the H100, 2026-11-25, the largest step
-//    took 2.5 q[s], on the bias-heavy Qwen2 fixtures in fp16). The kernels themselves are held to
-//    the exact reference in tests/kernels/int8_gemv_test.cu.
+//    which differ by about sqrt(2) q[s]. Bound: 4 q[s] (on the H100, 2026-11-25, the largest step
+//    of the RMSNorm families took 2.5 q[s], on the bias-heavy Qwen2 fixtures in fp16; with the
+//    LayerNorm families folded too, 2026-11-26, 3.12 q[s] on gpt_neo_mixed_local in fp16, whose
+//    random norm weights spread the folded columns' scales). The kernels themselves are held to
+//    the exact reference in tests/kernels/int8_gemv_test.cu, and the unquantized fp16 / bf16
+//    parity tests hold the fold itself.
 TEST_P(CudaHfParity, DynamicInt8MatchesCpuInt8) {
   REQUIRE_GPU();
   const auto f = open_parity_fixture(GetParam());
   expect_quantized_matches_cpu(f, GetParam(), load_model(f.model_dir, dynamic_int8()),
-                               {"int8", 1e-4, 0.0, 3.0});
+                               {"int8", 1e-4, 0.0, 4.0});
 }
 
 // smoothquant (W8A8, alpha 0.5, calibrated on the fixture's own prompts and greedy paths: the

@@ -69,15 +69,16 @@ constexpr DeviceDtype kDeviceDtype = std::is_same_v<T, float>    ? DeviceDtype::
                                                                  : DeviceDtype::BF16;
 
 // Whether the fused decode path folds the layer norms into the projections that read them (see
-// CudaBackendOptions::fuse_decode_projections): pre-norm RMSNorm layers whose blocks take the
-// residual stream as their residual, in fp16 / bf16. The weights are folded as they are loaded
-// (device_weights.h), before dynamic_int8 quantizes them. Not when `unfoldable`: under
-// smoothquant its projections quantize the norm's output per token, which needs the norm applied
-// (with 1/s folded in) first; an fp8 checkpoint's codes load as stored.
+// CudaBackendOptions::fuse_decode_projections): pre-norm layers (RMSNorm or LayerNorm, sequential
+// or parallel residual) whose blocks take the residual stream as their residual, in fp16 / bf16.
+// The weights are folded as they are loaded (device_weights.h), before dynamic_int8 quantizes
+// them. Not when `unfoldable`: under smoothquant its projections quantize the norm's output per
+// token, which needs the norm applied (with 1/s folded in) first; an fp8 checkpoint's codes load
+// as stored.
 template <typename T>
 bool folds_norms(const DecoderDesc& d, const CudaBackendOptions& o, bool unfoldable) {
-  return o.fused && o.skinny_gemv && o.fuse_decode_projections && d.norm == NormKind::RmsNorm &&
-         d.norm_placement == NormPlacement::Pre && !d.parallel_residual && !d.residual_from_norm &&
+  return o.fused && o.skinny_gemv && o.fuse_decode_projections &&
+         d.norm_placement == NormPlacement::Pre && !d.residual_from_norm &&
          !std::is_same_v<T, float> && !unfoldable;
 }
 
@@ -248,15 +249,7 @@ class CudaBackend final : public Backend {
   // The kernels' view of a projection: weight [out, in] and bias [out] (or null), device, T.
   // Quantized projections: their int8 values (dynamic_int8, smoothquant) or E4M3 codes (fp8) and
   // row scales instead of the weight.
-  static kernels::LinearWeights<T> view(const DeviceLinear<T>& L) {
-    return {ptr(L.weight),
-            ptr(L.bias),
-            int(L.out),
-            int(L.in),
-            L.q.values.empty() ? nullptr : L.q.values.get(),
-            L.q.scales.empty() ? nullptr : L.q.scales.get(),
-            L.quant.kind == QuantKind::Fp8};
-  }
+  static kernels::LinearWeights<T> view(const DeviceLinear<T>& L) { return linear_view(L); }
 
   // `w` with weights in T for cuBLAS: an int8 projection expanded into dequant_ (one projection
   // at a time: no T copy of the model is kept). Where the W8A16 GEMM runs instead: byte_gemm().
@@ -411,18 +404,34 @@ class CudaBackend final : public Backend {
   }
 
   // The decode path that runs the norms inside the projections (see CudaBackendOptions): each
-  // layer's attention and MLP norm weights were folded into the columns of the projection that
-  // reads the norm's output (qkv, gate/up) at load (folds_norms); every other path then
-  // normalizes with unit weights. The final norm keeps its weight (the LM head may be the tied
-  // embedding).
+  // layer's attention and MLP norm weights (and LayerNorm biases) were folded into the projection
+  // that reads the norm's output (qkv, gate/up) at load (folds_norms); every other path then
+  // normalizes with unit weights and zero biases. The final norm keeps its own (the LM head may be
+  // the tied embedding).
   void use_unit_norm_weights() {
     const int H = desc_.hidden_size;
+    const std::vector<T> ones(size_t(H), T(1.0f)), zeros(size_t(H), T(0.0f));
     ones_ = DeviceBuffer<T>(size_t(H));
-    const std::vector<T> ones(size_t(H), T(1.0f));
     upload(ones, ones_.get());
+    if (desc_.norm == NormKind::LayerNorm) {
+      zeros_ = DeviceBuffer<T>(size_t(H));
+      upload(zeros, zeros_.get());
+      for (const DeviceLayer& L : w_.layers)
+        if (L.qkv.norm_fold.row_sums.empty() || L.up.norm_fold.row_sums.empty())
+          throw_error("internal: a LayerNorm folded without the row sums that center its input");
+    }
     LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
     lmx::logger().info(
-        "decode projections fused: norm weights folded into the qkv and gate/up columns");
+        "decode projections fused: {} weights{} folded into the qkv and {} projections",
+        desc_.norm == NormKind::LayerNorm ? "LayerNorm" : "RMSNorm",
+        desc_.norm == NormKind::LayerNorm ? " and biases" : "",
+        desc_.mlp == MlpKind::Gated ? "gate/up" : "up");
+  }
+
+  // The norm a fused decode projection applies to its input (kernels/gemm.h): RMSNorm, or the
+  // folded LayerNorm centered through L's row sums.
+  k::InputNorm input_norm(const DeviceLinear<T>& L) const {
+    return {desc_.norm_eps, L.norm_fold.row_sums.empty() ? nullptr : L.norm_fold.row_sums.get()};
   }
 
   // Whether this step's layers run the fused decode projections.
@@ -500,13 +509,22 @@ class CudaBackend final : public Backend {
       post_norm(mlp_norm, n);
       return;
     }
+    if (desc_.parallel_residual && s.fused_decode) {
+      // Both projections that normalize x_ themselves (qkv, up) run before either block adds its
+      // output to x_ in its last projection's epilogue: qkv, the MLP, then attention and o.
+      qkv_projection(L, l, s, h_.get());
+      mlp_block(L, s, h_.get(), delta_.get());
+      attend_and_project(L, l, s);
+      return;
+    }
     if (desc_.parallel_residual) {  // x = x + attn(norm1(x)) + mlp(norm2(x))
       mark("norm");
       block_norm(L.attn_norm, h_.get(), n);
       T* mlp_in = h_.get();
       if (!desc_.shared_block_norm) {
         mlp_in = mlp_in_.get();
-        norm_rows(layer_norm_weight(mlp_norm.weight), mlp_norm.bias, x_.get(), mlp_in, n);
+        norm_rows(layer_norm_weight(mlp_norm.weight), layer_norm_bias(mlp_norm.bias), x_.get(),
+                  mlp_in, n);
       }
       attention_block(L, l, s, h_.get());
       mlp_block(L, s, mlp_in, h_.get());  // h_ is free once the projections have read it
@@ -535,34 +553,41 @@ class CudaBackend final : public Backend {
   // delta_ [n, hidden] = o_proj(attention(rope(qkv_proj(in)))) + bias, appending the K/V to layer
   // l's cache (fused decode: the qkv projection normalizes x_ itself and o_proj adds into x_).
   void attention_block(const DeviceLayer& L, int l, const Step& s, const T* in) {
+    qkv_projection(L, l, s, in);
+    attend_and_project(L, l, s);
+  }
+
+  // qkv_ = qkv_proj(in) with q rotated, K/V (biased, k rotated) appended to layer l's cache. Fused
+  // decode steps normalize x_ inside the projection (`in` unused), with rope and the cache write
+  // in its epilogue where the rotary allows it.
+  void qkv_projection(const DeviceLayer& L, int l, const Step& s, const T* in) {
     const int n = s.n();
     if constexpr (kSkinnyGemv<T>) {
       if (s.fused_decode) {
-        const float eps = desc_.norm_eps;
         if (rope_in_qkv_epilogue_) {  // rope + K/V write in the projection's epilogue
           mark("qkv_proj_rope_kv");
           with_kv_cache(l, [&](auto* kc, auto* vc) {
-            k::skinny_linear_rms_rope_kv<T>(x_.get(), eps, view(L.qkv), qkv_.get(), s.d + s.m.pos,
-                                            inv_freq_.get(), desc_.rope.rotary_dim, desc_.num_heads,
-                                            kc, vc, s.d + s.m.tables, s.d + s.m.seq, n,
-                                            layer_layout(l), stream_);
+            k::skinny_linear_norm_rope_kv<T>(x_.get(), input_norm(L.qkv), view(L.qkv), qkv_.get(),
+                                             s.d + s.m.pos, inv_freq_.get(), desc_.rope.rotary_dim,
+                                             desc_.num_heads, kc, vc, s.d + s.m.tables,
+                                             s.d + s.m.seq, n, layer_layout(l), stream_);
           });
         } else {
           mark("qkv_proj");
-          k::skinny_linear_rms<T>(x_.get(), eps, view(L.qkv).without_bias(), qkv_.get(), n,
-                                  stream_);
+          k::skinny_linear_norm<T>(x_.get(), input_norm(L.qkv), view(L.qkv).without_bias(),
+                                   qkv_.get(), n, stream_);
           write_rope_kv(L, l, s);  // with the qkv bias
         }
-        mark("attention");
-        attention(l, s);
-        mark("o_proj");
-        output_projection(L.o, attn_.get(), delta_.get(), s);
         return;
       }
     }
     mark("qkv_proj");
     linear(L.qkv, in, qkv_.get(), n);
     write_rope_kv(L, l, s);
+  }
+
+  // Attention over layer l's cache, then o_proj (output_projection).
+  void attend_and_project(const DeviceLayer& L, int l, const Step& s) {
     mark("attention");
     attention(l, s);
     mark("o_proj");
@@ -607,17 +632,13 @@ class CudaBackend final : public Backend {
     const bool gated = desc_.mlp == MlpKind::Gated;
     mark("gate_up_proj");
     if constexpr (kSkinnyGemv<T>) {
-      if (s.fused_decode) {
-        const float eps = desc_.norm_eps;
-        if (gated) {
-          k::skinny_linear_rms_gated<T>(to_kernel(desc_.activation), x_.get(), eps, view(L.up),
-                                        act_.get(), n, stream_);
-        } else {
-          k::skinny_linear_rms<T>(x_.get(), eps, view(L.up).without_bias(), up_.get(), n, stream_);
-          mark("activation");
-          k::bias_act<T>(to_kernel(desc_.activation), up_.get(), ptr(L.up.bias), act_.get(), n, I,
-                         stream_);
-        }
+      if (s.fused_decode) {  // bias and activation in the epilogue
+        if (gated)
+          k::skinny_linear_norm_gated<T>(to_kernel(desc_.activation), x_.get(), input_norm(L.up),
+                                         view(L.up), act_.get(), n, stream_);
+        else
+          k::skinny_linear_norm_act<T>(to_kernel(desc_.activation), x_.get(), input_norm(L.up),
+                                       view(L.up), act_.get(), n, stream_);
         mark("down_proj");
         output_projection(L.down, act_.get(), out, s);
         return;
@@ -807,9 +828,13 @@ class CudaBackend final : public Backend {
          tp_.ranks > 1 ? rank_logits_.get() : logits_.get(), int(w_.lm_head.out), E);
   }
 
-  // A layer norm's weight as the norm kernels use it: ones once fold_norm_weights folded it.
+  // A layer norm's weight and bias as the norm kernels use them: ones and zeros once the load
+  // folded them (use_unit_norm_weights).
   const DeviceBuffer<T>& layer_norm_weight(const DeviceBuffer<T>& w) const {
     return norms_folded_ ? ones_ : w;
+  }
+  const DeviceBuffer<T>& layer_norm_bias(const DeviceBuffer<T>& b) const {
+    return norms_folded_ && !b.empty() ? zeros_ : b;
   }
 
   // residual += delta (when given); out = norm(residual). out may alias delta, not residual.
@@ -839,8 +864,8 @@ class CudaBackend final : public Backend {
 
   // A pre-norm block's input: out = norm(x_ + the pending block output).
   void block_norm(const DeviceNorm<T>& norm, T* out, int rows) {
-    add_norm(x_.get(), pending_ ? delta_.get() : nullptr, layer_norm_weight(norm.weight), norm.bias,
-             out, rows);
+    add_norm(x_.get(), pending_ ? delta_.get() : nullptr, layer_norm_weight(norm.weight),
+             layer_norm_bias(norm.bias), out, rows);
     pending_ = false;
   }
 
@@ -1150,6 +1175,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<T> dequant_;  // int8: the largest projection in T, for the GEMMs cuBLAS runs
   std::unique_ptr<kernels::cuda::ByteWeightGemm> byte_gemm_;  // int8 in 16-bit: W8A16 GEMM
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
+  DeviceBuffer<T> zeros_;      // [hidden] their bias once folded (LayerNorm)
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
   DeviceBuffer<float> logits_;  // [sequences, vocab]
   DeviceBuffer<float> rank_logits_, gathered_logits_;  // TP: [S, per], [ranks, S, per]
@@ -1196,7 +1222,7 @@ std::unique_ptr<Backend> build(const DecoderDesc& desc, TensorParallelRank tp,
   require_fp8_tensor_cores(decoder_quant(refs) == QuantKind::Fp8);
   const WeightLoad load{
       folds_norms<T>(rank, o, smoothquant_weights(refs) || checkpoint_fp8_weights(refs)),
-      rank.shared_block_norm};
+      rank.norm == NormKind::LayerNorm, rank.shared_block_norm};
   DeviceWeights<T> w = seed ? random_weights<T>(refs, *seed, load) : upload_weights<T>(refs, load);
   lmx::logger().info(
       "rank {}: {:.2f} GiB of weights on the GPU (at most {:.2f} GiB during the load)", tp.rank,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,6 +13,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/fp8_linear.h"
 #include "kernels/quantize.h"
+#include "kernels/row_dots.h"
 #include "kernels/w8a8.h"
 #include "quant/w8a8.h"
 
@@ -34,15 +36,51 @@ struct Finisher {
 
   void operator()(DeviceLinear<T>& L, const std::string& label, const DeviceNorm<T>* input_norm) {
     if (L.weight.empty()) return;  // absent, or a tied LM head (quantized in tied_head)
-    if (load.fold_norms && input_norm && !input_norm->weight.empty())
+    const bool fold = load.fold_norms && input_norm && !input_norm->weight.empty();
+    if (fold && load.layer_norms) fold_norm_bias(L, input_norm->bias, label);
+    if (fold)
       k::scale_columns<T>(L.weight.get(), input_norm->weight.get(), int(L.out), int(L.in), nullptr);
     if (L.quant.smooth && !L.quant.quantized())
       throw_error("{}: smoothing without quantization is a CPU reference test only", label);
-    if (!L.quant.quantized()) return;
-    quantize(L, L.weight.get(), label);
-    const size_t freed = L.weight.bytes();
-    L.weight = DeviceBuffer<T>();
-    count(0, freed);
+    if (L.quant.quantized()) {
+      quantize(L, L.weight.get(), label);
+      const size_t freed = L.weight.bytes();
+      L.weight = DeviceBuffer<T>();
+      count(0, freed);
+    }
+    if (fold && load.layer_norms) keep_row_sums(L);
+  }
+
+  // A LayerNorm's bias beta into the projection's: b + W beta (fp32, rounded once to T; a bias is
+  // made where the projection had none). Before W's columns are scaled by the norm's weight.
+  void fold_norm_bias(DeviceLinear<T>& L, const DeviceBuffer<T>& beta, const std::string& label) {
+    if (beta.empty()) return;  // a LayerNorm without bias
+    if (int64_t(beta.size()) != L.in)
+      throw_error("{}: a norm bias of {} for {} input columns", label, beta.size(), L.in);
+    DeviceBuffer<float> product(size_t(L.out));
+    k::row_dots<T>(linear_view(L), beta.get(), product.get(), nullptr);
+    std::vector<float> sum(size_t(L.out));
+    LMX_CUDA_CHECK(cudaMemcpy(sum.data(), product.get(), product.bytes(), cudaMemcpyDeviceToHost));
+    const bool had_bias = L.has_bias();
+    std::vector<T> bias(size_t(L.out));
+    if (had_bias)
+      LMX_CUDA_CHECK(cudaMemcpy(bias.data(), L.bias.get(), L.bias.bytes(), cudaMemcpyDeviceToHost));
+    for (size_t n = 0; n < bias.size(); ++n)
+      bias[n] = T((had_bias ? float(bias[n]) : 0.0f) + sum[n]);
+    if (!had_bias) {
+      L.bias = DeviceBuffer<T>(size_t(L.out));
+      count(L.bias.bytes());
+    }
+    LMX_CUDA_CHECK(cudaMemcpy(L.bias.get(), bias.data(), L.bias.bytes(), cudaMemcpyHostToDevice));
+  }
+
+  // The row sums of the folded weight as the kernels multiply it (NormFoldStorage).
+  void keep_row_sums(DeviceLinear<T>& L) {
+    L.norm_fold.row_sums = DeviceBuffer<float>(size_t(L.out));
+    count(L.norm_fold.row_sums.bytes());
+    k::row_dots<T>(linear_view(L), nullptr, L.norm_fold.row_sums.get(), nullptr);
+    LMX_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    LMX_CUDA_CHECK(cudaGetLastError());
   }
 
   // L.q = dynamic_int8(weight [L.out, L.in]), W8A8's int8 of weight diag(s), or fp8's E4M3.

@@ -5,7 +5,9 @@
 //
 // Each projection is finished on the GPU as soon as it is made, before the next weight:
 //   - with WeightLoad::fold_norms (the fused decode path, see CudaBackend), the norm that feeds
-//     qkv and gate/up is folded into its columns: W[:, k] *= norm_weight[k];
+//     qkv and gate/up is folded into its columns: W[:, k] *= norm_weight[k]; a LayerNorm's bias
+//     into its bias (b + W beta, before), and the row sums of the result kept (after the
+//     quantization below, of the weights as quantized: NormFoldStorage);
 //   - a projection the description marks for dynamic_int8 (per output channel), smoothquant's
 //     W8A8 or fp8 is quantized (kernels/quantize.h; W8A8: W diag(s), the smoothing applied in
 //     fp32 by the quantizer; fp8: E4M3 codes) and its T weight freed, so the load holds at most
@@ -19,6 +21,7 @@
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/model/weight_map.h"
+#include "kernels/linear.h"
 
 namespace lmx {
 
@@ -32,10 +35,31 @@ struct QuantStorage<DeviceBuffer<T>> {
   DeviceBuffer<float> inv_smooth;  // smoothquant, smoothing not folded into a norm: 1 / s [in]
 };
 
+// A LayerNorm folded into the projection that reads it (WeightLoad::fold_norms): the row sums
+// [out] of the folded weight as the kernels multiply it (after quantization), with which the
+// decode projection centers its input (kernels/gemm.h, InputNorm). Empty otherwise.
+template <typename T>
+struct NormFoldStorage<DeviceBuffer<T>> {
+  DeviceBuffer<float> row_sums;
+};
+
 template <typename T>
 using DeviceLinear = Linear<DeviceBuffer<T>>;
 template <typename T>
 using DeviceNorm = Norm<DeviceBuffer<T>>;
+
+// L as the kernels take it (kernels/linear.h): the weight in T, or its int8 values / E4M3 codes
+// with their row scales; the bias when it has one.
+template <typename T>
+kernels::LinearWeights<T> linear_view(const DeviceLinear<T>& L) {
+  return {L.weight.empty() ? nullptr : L.weight.get(),
+          L.bias.empty() ? nullptr : L.bias.get(),
+          int(L.out),
+          int(L.in),
+          L.q.values.empty() ? nullptr : L.q.values.get(),
+          L.q.scales.empty() ? nullptr : L.q.scales.get(),
+          L.quant.kind == QuantKind::Fp8};
+}
 
 template <typename T>
 struct DeviceWeights : ModelWeights<DeviceBuffer<T>> {
@@ -45,7 +69,10 @@ struct DeviceWeights : ModelWeights<DeviceBuffer<T>> {
 };
 
 struct WeightLoad {
-  bool fold_norms = false;  // fold the input norms of qkv and gate/up into their columns
+  // Fold the input norms of qkv and gate/up into them: the norm's weight into their columns; a
+  // LayerNorm's bias into their biases (b + W beta) and its mean through NormFoldStorage.
+  bool fold_norms = false;
+  bool layer_norms = false;  // the decoder's norms are LayerNorms (else RMSNorms)
   bool shared_block_norm = false;  // the decoder's (DecoderDesc): where smoothquant's 1/s goes
 };
 
