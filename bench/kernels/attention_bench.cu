@@ -2,9 +2,10 @@
 // heads, head_dim 128, block_size 16, scrambled block tables. Then ALiBi (Bloom-7b1: that shape
 // with slopes; decode 1 x 8192, 32 x 512, GQA 32 / 8 at 32 x 2048, fp16; prefill 512, 4096) to
 // compare with the same rows without it, and head_dim 256 (GPT-J-6B: 16 / 16 heads; decode
-// 1 x 8192, 32 x 512, 8 x 4096, GQA 16 / 4 at 32 x 2048; prefill 512, 4096).
+// 1 x 512, 1 x 8192, 32 x 512, 8 x 4096, GQA 16 / 4 at 32 x 2048; prefill 512, 4096).
 //   decode:  GB/s = bytes of K and V read (context x kv_heads x head_dim x 2 x sizeof(T)) / time,
-//            batch 1 x 512, 1 x 8192, 32 x 512, 8 x 4096, 64 x 1024 context; against the measured
+//            batch 1 x 512, 1 x 8192, 32 x 512, 8 x 4096, 64 x 1024 context, and 1 x 520 planned
+//            for 1024 (as a decode graph plans it, Llama and GPT-J shapes); against the measured
 //            D2D copy bandwidth (read + write) of this device; plus GQA 32 / 8 kv heads
 //            (Llama-3-8B) at batch 1 x 8192 and 32 x 2048. "graph": the same call captured
 //            20 times in a CUDA graph, time per call (as in the engine's captured decode step,
@@ -158,11 +159,15 @@ std::string label(const Shape& s) {
 }
 
 // Shape s: Llama-2-7B (MHA) by default, or GQA (e.g. 32 / 8 as Llama-3-8B), ALiBi, head_dim 256.
-// C: the cache's element type (T, or E4M3 bytes with T queries).
+// C: the cache's element type (T, or E4M3 bytes with T queries). planned: the max_context the
+// launch plans its splits for (0: ctx; the engine's decode graphs plan for ctx rounded up to a
+// power of two).
 template <typename T, typename C = T>
-void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const Shape& s = {}) {
+void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const Shape& s = {},
+                  int planned = 0) {
+  if (planned == 0) planned = ctx;
   std::mt19937 rng(batch * 7 + ctx);
-  Cache c = make_cache(batch, ctx, rng, s);
+  Cache c = make_cache(batch, planned, rng, s);
   const size_t elems = c.tables.size() * kBlock * size_t(s.kv_heads) * s.dim;
   C* k = alloc_random<C>(elems, 1);
   C* v = alloc_random<C>(elems, 2);
@@ -175,13 +180,13 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const 
   int32_t *dt = upload(c.tables), *ds = upload(seq), *dp = upload(pos);
   float* slopes = alibi_slopes(s);
   const size_t ws_bytes = lmx::kernels::cuda::paged_attention_decode_workspace_bytes(
-      batch, s.heads, s.kv_heads, s.dim, ctx);
+      batch, s.heads, s.kv_heads, s.dim, planned);
   void* ws = nullptr;
   if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
   const float scale = 1.0f / std::sqrt(float(s.dim));
   auto call = [&](cudaStream_t stream) {
     lmx::kernels::cuda::paged_attention_decode<T, C>(q, q_stride, k, v, dt, ds, dp, out, batch,
-                                                     s.heads, scale, slopes, 0, c.layout, ctx, ws,
+                                                     s.heads, scale, slopes, 0, c.layout, planned, ws,
                                                      ws_bytes, stream);
   };
   const float ms = median_ms([&] { call(nullptr); });
@@ -202,10 +207,11 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const 
   const double bytes = 2.0 * batch * ctx * s.kv_heads * s.dim * sizeof(C);
   const double gbs = bytes / (ms * 1e-3) / 1e9;
   std::printf(
-      "decode   %-5s %-18s batch %3d x ctx %5d   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f "
+      "decode   %-5s %-18s batch %3d x ctx %5d%s   %8.1f us   %7.1f GB/s  (%.0f%% of copy %.0f "
       "GB/s)  graph %6.1f us %7.1f GB/s\n",
-      dtype, label(s).c_str(), batch, ctx, ms * 1e3, gbs, 100.0 * gbs / copy_gbs, copy_gbs,
-      graph_ms * 1e3, bytes / (graph_ms * 1e-3) / 1e9);
+      dtype, label(s).c_str(), batch, ctx,
+      planned == ctx ? "" : (" (plan " + std::to_string(planned) + ")").c_str(), ms * 1e3, gbs,
+      100.0 * gbs / copy_gbs, copy_gbs, graph_ms * 1e3, bytes / (graph_ms * 1e-3) / 1e9);
   cudaFree(k);
   cudaFree(v);
   cudaFree(q);
@@ -290,6 +296,7 @@ int main(int argc, char** argv) {
     bench_decode<__half>("fp16", b, ctx, copy);
     bench_decode<__nv_bfloat16>("bf16", b, ctx, copy);
   }
+  bench_decode<__half>("fp16", 1, 520, copy, {}, 1024);  // a decode graph's plan
   const Shape gqa{32, 8, 128};  // Llama-3-8B (decode_kernel)
   for (auto [b, ctx] : {std::pair{1, 8192}, {32, 2048}}) {
     bench_decode<__half>("fp16", b, ctx, copy, gqa);
@@ -307,10 +314,11 @@ int main(int argc, char** argv) {
   for (int len : {512, 4096}) bench_prefill<__half>("fp16", len, bloom);
   // head_dim 256 (GPT-J-6B 16 / 16; Gemma-7B has the same attention shape).
   const Shape gptj{16, 16, 256};
-  for (auto [b, ctx] : {std::pair{1, 8192}, {32, 512}, {8, 4096}}) {
+  for (auto [b, ctx] : {std::pair{1, 512}, {1, 8192}, {32, 512}, {8, 4096}}) {
     bench_decode<__half>("fp16", b, ctx, copy, gptj);
     bench_decode<__nv_bfloat16>("bf16", b, ctx, copy, gptj);
   }
+  bench_decode<__half>("fp16", 1, 520, copy, gptj, 1024);  // a decode graph's plan
   bench_decode<__half>("fp16", 32, 2048, copy, {16, 4, 256});  // GQA group 4 (decode_kernel)
   for (int len : {512, 4096}) {
     bench_prefill<__half>("fp16", len, gptj);

@@ -207,41 +207,65 @@ struct Split {
   bool warp;  // decode_warp_kernel (splits merged in a cluster, no workspace)
 };
 
-// Whether the current GPU launches thread-block clusters (sm_90 and later). Before it the warp
-// kernel runs one split a (token, KV head): correct, fewer CTAs for short batches.
-bool current_device_has_clusters() {
+// What the split plan needs of the current GPU, asked once per device (ranks' threads share it):
+// whether it launches thread-block clusters (sm_90 and later; before it the warp kernel runs one
+// split a (token, KV head): correct, fewer CTAs for short batches), and its shared memory an SM.
+struct DeviceLimits {
+  bool clusters = false;
+  int smem_per_sm = 0;
+};
+DeviceLimits current_device_limits() {
   constexpr int kMaxDevices = 64;
-  static std::atomic<int> major[kMaxDevices] = {};  // 0: not asked yet (ranks' threads share it)
+  static std::atomic<int> major[kMaxDevices] = {};  // 0: not asked yet
+  static std::atomic<int> smem[kMaxDevices] = {};
   int device = 0;
   cudaGetDevice(&device);
-  if (device < 0 || device >= kMaxDevices) return false;
+  if (device < 0 || device >= kMaxDevices) return {};
   if (major[device].load() == 0) {
-    int m = 0;
+    int m = 0, bytes = 0;
     cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+    smem[device].store(bytes);
     major[device].store(m);
   }
-  return major[device].load() >= 9;
+  return {major[device].load() >= 9, smem[device].load()};
+}
+
+// decode_warp_kernel's dynamic shared memory for a cache element of `cache_bytes` bytes: one K
+// and one V tile of kTileKeys padded rows per warp (Tile::kRow = D + 16 / cache_bytes).
+constexpr int warp_smem_bytes(int head_dim, int cache_bytes) {
+  return kWarps * 2 * kTileKeys * (head_dim + 16 / cache_bytes) * cache_bytes;
 }
 
 // Grid shape for one launch: a function of host ints that stay fixed for a captured graph.
-Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, int window) {
+// cache_bytes: the size of a cache element (2, or 1 for fp8).
+Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, int window,
+           int cache_bytes = 2) {
   Split s{};
   const int group = heads / kv_heads;
   int ctx = std::max(1, max_context);
   if (window > 0) ctx = std::min(ctx, window);
   int splits = 1;
   if (warp_kernel_serves(group, head_dim)) {
-    // Enough CTAs to fill the GPU, at most one cluster of splits, and each CTA's range at least
-    // one 32-key chunk per warp.
+    // Enough CTAs to fill the GPU, at most one cluster of splits, and each CTA's planned range at
+    // least one 32-key chunk per warp. The kernel divides each token's actual range evenly among
+    // the splits, so a graph planned for a longer context (more splits) spreads a shorter one
+    // over all of them. Where one CTA fills an SM's shared memory (head_dim 256 over a 16-bit
+    // cache: 135 KB), clusters of at most 4: clusters of 8 such CTAs took 1.5x the time at batch
+    // 1 (GPT-J, 512 keys: 20.7 against 14.2 us; H100, bench/RESULTS.md), as if they did not all
+    // fit one wave.
     s.warp = true;
     s.head_chunks = 1;
     s.heads_per_cta = group;
+    const DeviceLimits gpu = current_device_limits();
     const long base = long(std::max(tokens, 1)) * kv_heads;
     const int chunks = (ctx + kTileKeys - 1) / kTileKeys;
-    splits = int(std::min<long>(kMaxCluster, (kWarpTargetCtas + base - 1) / base));
+    const bool one_cta_an_sm = 2 * warp_smem_bytes(head_dim, cache_bytes) > gpu.smem_per_sm;
+    const int max_cluster = one_cta_an_sm ? std::min(kMaxCluster, 4) : kMaxCluster;
+    splits = int(std::min<long>(max_cluster, (kWarpTargetCtas + base - 1) / base));
     splits = std::min(splits, (chunks + kWarps - 1) / kWarps);
     while (splits & (splits - 1)) splits &= splits - 1;  // cluster sizes 1, 2, 4, 8 (16)
-    if (!current_device_has_clusters()) splits = 1;
+    if (!gpu.clusters) splits = 1;
   } else {
     const int max_per_cta = std::max(1, kMaxHeadDims / head_dim);
     s.head_chunks = (group + max_per_cta - 1) / max_per_cta;
@@ -444,7 +468,9 @@ __device__ __forceinline__ float2 merge_partials(int n, Ml ml_of, Acc acc_of, fl
 // Dynamic shared memory of decode_warp_kernel: one K and one V tile per warp.
 template <typename C, int D>
 constexpr int warp_kernel_smem() {
-  return kWarps * 2 * kTileKeys * Tile<C, D>::kRow * int(sizeof(C));
+  static_assert(warp_smem_bytes(D, int(sizeof(C))) ==
+                kWarps * 2 * kTileKeys * Tile<C, D>::kRow * int(sizeof(C)));
+  return warp_smem_bytes(D, int(sizeof(C)));
 }
 
 // Resident CTAs an SM decode_warp_kernel's registers are budgeted for: 0 (no bound) as tuned,
@@ -462,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, kWarpMinCtas<C, D>)
                        const int32_t* __restrict__ token_seq, const int32_t* __restrict__ token_pos,
                        T* __restrict__ out, int heads, float scale_log2,
                        const float* __restrict__ alibi_slopes, int window, PagedKvLayout L,
-                       int splits, int split_keys) {
+                       int splits) {
   using Geo = Tile<C, D>;
   constexpr int kVec = Geo::kVec, kChunks = Geo::kChunks, kRow = Geo::kRow;
   constexpr int kElems = kTileKeys * kRow;  // one K or V tile
@@ -492,21 +518,23 @@ __global__ void __launch_bounds__(kThreads, kWarpMinCtas<C, D>)
   // (position pos of each token). Everything else this kernel reads is older: the step's metadata
   // (copied before the step) and the keys before pos (written by earlier steps). So the metadata
   // lookups and the first chunk's K/V gather, minus the row of pos, are issued before waiting, and
-  // overlap the previous kernel's tail. Loads that do not need pos go first: (window == 0: lo = 0)
-  // the table entry of this lane's key in the warp's first chunk, so the chain seq -> table -> K/V
-  // does not wait on pos.
+  // overlap the previous kernel's tail. The token's seq and pos are read together, so the chain
+  // to the first K/V bytes is (seq, pos) -> table entry -> K/V.
+  //
+  // The splits divide the token's actual range [lo, pos] evenly, in 32-key chunks (split s takes
+  // chunks [s C / splits, (s + 1) C / splits) of its C): a graph captured for a longer context
+  // (max_context, rounded up to a power of two) still spreads a short one over all its CTAs.
   const int seq = token_seq[t];
   const int pos = token_pos[t];
   const int32_t* table = block_tables + size_t(seq) * L.max_blocks_per_seq;
-  const int first = split * split_keys + warp * kTileKeys + lane;  // key position - lo
-  int entry = first / L.block_size < L.max_blocks_per_seq ? table[first / L.block_size] : 0;
-
   const int lo = window > 0 ? max(0, pos - window + 1) : 0;
-  const int begin = lo + split * split_keys;
-  const int end = split == splits - 1 ? pos + 1 : min(pos + 1, begin + split_keys);
+  const int range_chunks = (pos - lo + kTileKeys) / kTileKeys;  // ceil((pos - lo + 1) / 32)
+  const int begin = lo + split * range_chunks / splits * kTileKeys;
+  const int end = min(pos + 1, lo + (split + 1) * range_chunks / splits * kTileKeys);
   const int chunks = begin < end ? (end - begin + kTileKeys - 1) / kTileKeys : 0;
   const int mine = chunks > warp ? (chunks - 1 - warp) / kWarps + 1 : 0;  // this warp's chunks
-  if (lo > 0 && first + lo < end) entry = table[(first + lo) / L.block_size];
+  const int first = begin + warp * kTileKeys + lane;  // this lane's key in the warp's first chunk
+  int entry = first < end ? table[first / L.block_size] : 0;
 
   // Chunk n of this warp covers positions [chunk_p0(n), chunk_p0(n) + 32); lane = key.
   auto chunk_p0 = [&](int n) { return begin + (warp + n * kWarps) * kTileKeys; };
@@ -789,8 +817,7 @@ void launch_warp(const T* q, int q_stride, const C* k_cache, const C* v_cache,
   cfg.attrs = attrs;
   cfg.numAttrs = s.splits > 1 ? 2 : 1;  // a cluster only when the splits merge through it
   cudaLaunchKernelEx(&cfg, kernel, q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                     token_pos, out, heads, scale * kLog2e, alibi_slopes, window, L, s.splits,
-                     s.keys);
+                     token_pos, out, heads, scale * kLog2e, alibi_slopes, window, L, s.splits);
 }
 
 // Calls fn(std::integral_constant<int, G>{}) for group == G, G in [1, kWarpMaxGroup].
@@ -824,7 +851,8 @@ void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C*
                             cudaStream_t stream) {
   if (tokens <= 0 || heads <= 0) return;
   scale *= layout.scale.k;  // scores of the cached codes (kernels/attention.h)
-  Split s = plan(tokens, heads, layout.kv_heads, layout.head_dim, max_context, window);
+  Split s = plan(tokens, heads, layout.kv_heads, layout.head_dim, max_context, window,
+                 int(sizeof(C)));
   if (s.warp) {  // splits merged inside the kernel: no workspace
     dispatch_head_dim(layout.head_dim, "paged_attention_decode", [&](auto dim) {
       dispatch_group(s.heads_per_cta, [&](auto g) {
