@@ -3,6 +3,7 @@
 
     scripts/quantization_quality.py [--lmx build/bin/lmx] [--models ../shared/models]
                                     [--text tests/fixtures/perplexity/text.txt] [--new-tokens 128]
+                                    [--agreement-on cuda --dtype fp16|bf16]
 
 For each real model: `lmx perplexity` in fp32, dynamic_int8 per channel and dynamic_int8 grouped
 (128 where every projection's input size allows, else the largest power of two that divides them
@@ -12,6 +13,10 @@ variant with fp32: for prompts made of the first four words of each paragraph, `
 --greedy --ignore-eos` for --new-tokens tokens, counting the tokens generated before the first
 one that differs. Prints Markdown tables. smoothquant's calibration cache goes to a temporary
 LMX_CACHE_DIR (so the figures are those of a fresh calibration).
+
+--agreement-on cuda --dtype D: only the greedy agreement, on the GPU with D activations, of
+dynamic_int8, smoothquant (searched alpha) and fp8 with the unquantized model in D (the issues'
+"greedy agreement with fp16 over 128 tokens").
 """
 import argparse
 import json
@@ -48,7 +53,11 @@ def main():
     ap.add_argument("--models", default="../shared/models")
     ap.add_argument("--text", default="tests/fixtures/perplexity/text.txt")
     ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--agreement-on", choices=["cuda"], help="only the greedy agreement, on the GPU")
+    ap.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], default="fp16")
     a = ap.parse_args()
+    if a.agreement_on:
+        return agreement_on_gpu(a)
     text = open(a.text, encoding="utf-8").read()
     prompts = [" ".join(p.split()[:4]) for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 4]
     os.environ["LMX_CACHE_DIR"] = tempfile.mkdtemp(prefix="lmx-quality-")
@@ -88,22 +97,7 @@ def main():
                     if not v[0].startswith("smoothquant, alpha") or v[0] in ("smoothquant, alpha 0.5",
                                                                                "smoothquant, alpha 0.8")]
 
-        def generate(flags, prompt):
-            return run_json([a.lmx, "generate", "--model", model, "--prompt", prompt, "--greedy",
-                             "--ignore-eos", "--max-new-tokens", str(a.new_tokens), "--json"]
-                            + flags)["token_ids"]
-
-        reference = {p: generate([], p) for p in prompts}
-        for label, flags in variants[1:]:
-            prefix, full = [], 0
-            for p in prompts:
-                got = generate(flags, p)
-                n = next((i for i, (x, y) in enumerate(zip(got, reference[p])) if x != y), len(got))
-                prefix.append(n)
-                full += n == len(got)
-            agree_rows.append(f"| {name} | {label} | {sum(prefix)} / {len(prompts) * a.new_tokens} "
-                              f"({100 * sum(prefix) / (len(prompts) * a.new_tokens):.1f}%) | "
-                              f"{full} / {len(prompts)} | {', '.join(map(str, prefix))} |")
+        agree_rows += agreement_rows(a, name, model, prompts, variants[1:], [])
     print("| model | predicted tokens | fp32 | dynamic_int8 (per channel) | dynamic_int8 (grouped) |")
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(ppl_rows))
@@ -113,10 +107,52 @@ def main():
     print("| --- " * (5 + len(GRID)) + "|")
     print("\n".join(sq_rows))
     print()
+    print_agreement(a, agree_rows)
+
+
+def agreement_rows(a, name, model, prompts, variants, common):
+    """One table row per variant: its greedy tokens against the reference's (`common` flags,
+    unquantized), counting the tokens generated before the first that differs."""
+    def generate(flags, prompt):
+        return run_json([a.lmx, "generate", "--model", model, "--prompt", prompt, "--greedy",
+                         "--ignore-eos", "--max-new-tokens", str(a.new_tokens), "--json"]
+                        + common + flags)["token_ids"]
+
+    reference = {p: generate([], p) for p in prompts}
+    rows = []
+    for label, flags in variants:
+        prefix, full = [], 0
+        for p in prompts:
+            got = generate(flags, p)
+            n = next((i for i, (x, y) in enumerate(zip(got, reference[p])) if x != y), len(got))
+            prefix.append(n)
+            full += n == len(got)
+        rows.append(f"| {name} | {label} | {sum(prefix)} / {len(prompts) * a.new_tokens} "
+                    f"({100 * sum(prefix) / (len(prompts) * a.new_tokens):.1f}%) | "
+                    f"{full} / {len(prompts)} | {', '.join(map(str, prefix))} |")
+    return rows
+
+
+def print_agreement(a, rows):
     print(f"| model | variant | tokens before the first difference (of {a.new_tokens} a prompt) "
           "| prompts identical to the end | first difference, per prompt |")
     print("| --- | --- | --- | --- | --- |")
-    print("\n".join(agree_rows))
+    print("\n".join(rows))
+
+
+def agreement_on_gpu(a):
+    text = open(a.text, encoding="utf-8").read()
+    prompts = [" ".join(p.split()[:4]) for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 4]
+    os.environ["LMX_CACHE_DIR"] = tempfile.mkdtemp(prefix="lmx-quality-")
+    common = ["--device", a.agreement_on, "--dtype", a.dtype]
+    variants = [("dynamic_int8", ["--quantize", "dynamic_int8"]),
+                ("smoothquant (searched alpha)", ["--quantize", "smoothquant"]),
+                ("fp8", ["--quantize", "fp8"])]
+    rows = []
+    for name in ("stories260k", "tinystories-656k"):
+        rows += agreement_rows(a, name, os.path.join(a.models, name), prompts, variants, common)
+    print(f"Greedy agreement with the unquantized model, {a.agreement_on} {a.dtype}:")
+    print_agreement(a, rows)
 
 
 if __name__ == "__main__":
