@@ -363,13 +363,22 @@ class CudaBackend final : public Backend {
 
  private:
 
-  // dynamic_int8 with 16-bit activations past the GEMV's rows: the W8A16 GEMM (the int8 values
-  // widened in registers, kernels/byte_weight_gemm.h) up to kByteGemmMaxRows rows, where it
-  // measured faster than expanding the projection for cuBLAS; more rows (prefill) and K % 16 != 0
-  // take dense() and cuBLAS.
+  // One-byte weights with 16-bit activations past the GEMV's rows: the W8A16 GEMM (the bytes
+  // widened in registers, kernels/byte_weight_gemm.h).
+  //  - dynamic_int8 up to kByteGemmMaxRows rows, where it measured faster than expanding the
+  //    projection for cuBLAS; more rows (prefill) and K % 16 != 0 take dense() and cuBLAS.
+  //  - fp8 up to kFp8ByteGemmMaxRows rows, on the decode path (CudaBackendOptions::skinny_gemv,
+  //    as the GEMV): decode steps of 12 and 16 rows took 5-8% less time than through the W8A8 FP8
+  //    GEMM (which also quantizes the activations first), of 24 and 31 rows 2-7% more
+  //    (bench/RESULTS.md); like the GEMV it reads the E4M3 codes with 16-bit activations.
   static constexpr int kByteGemmMaxRows = 256;
-  bool byte_gemm(int M, int K) const {
-    return kSkinnyGemv<T> && int8_ && M <= kByteGemmMaxRows && k::ByteWeightGemm::supported(K);
+  static constexpr int kFp8ByteGemmMaxRows = 16;
+  bool byte_gemm(const kernels::LinearWeights<T>& w, int M) const {
+    return byte_gemm_ && w.quantized() && byte_gemm_rows(w.fp8(), M, w.in);
+  }
+  bool byte_gemm_rows(bool e4m3, int M, int K) const {
+    if (!kSkinnyGemv<T> || !k::ByteWeightGemm::supported(K)) return false;
+    return e4m3 ? opts_.skinny_gemv && M <= kFp8ByteGemmMaxRows : M <= kByteGemmMaxRows;
   }
 
   bool skinny(int M, int K) const {
@@ -388,11 +397,11 @@ class CudaBackend final : public Backend {
     const kernels::LinearWeights<T> w = view(L).without_bias();
     if (L.quant.kind == QuantKind::W8A8 && (!L.q.inv_smooth.empty() || !skinny(M, w.in)))
       return w8a8_linear_->run(L, x, y, M, stream_);
-    if (L.quant.kind == QuantKind::Fp8 && !skinny(M, w.in))
+    if (L.quant.kind == QuantKind::Fp8 && !skinny(M, w.in) && !byte_gemm(w, M))
       return fp8_linear_->run(L, x, y, M, stream_);
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(M, w.in)) return k::skinny_linear<T>(x, w, y, M, stream_);
-      if (w.int8() && byte_gemm(M, w.in)) return byte_gemm_->run<T, T>(x, w, y, M, stream_);
+      if (byte_gemm(w, M)) return byte_gemm_->run<T, T>(x, w, y, M, stream_);
     }
     k::linear<T>(gemm_, x, dense(w), y, M, stream_);
   }
@@ -695,7 +704,7 @@ class CudaBackend final : public Backend {
       if (skinny(rows, head.in)) {
         k::skinny_linear_f32_out<T>(head_in, head, out, rows, stream_);
         done = true;
-      } else if (head.int8() && byte_gemm(rows, head.in)) {
+      } else if (head.int8() && byte_gemm(head, rows)) {
         byte_gemm_->run<T, float>(head_in, head, out, rows, stream_);
         done = true;
       }
@@ -811,7 +820,7 @@ class CudaBackend final : public Backend {
     };
     auto tune = [&](const char* name, const std::vector<const T*>& weights, const T* x, auto* y,
                     int N, int K) {
-      if (skinny(rows, K) || byte_gemm(rows, K)) return;
+      if (skinny(rows, K) || (int8_ && byte_gemm_rows(false, rows, K))) return;
       const k::LinearTuning t = k::tune_linear<T>(gemm_, weights.data(), int(weights.size()), x,
                                                   y, rows, N, K, stream_);
       lmx::logger().info(
@@ -1071,7 +1080,7 @@ class CudaBackend final : public Backend {
       workspace_ = DeviceBuffer<char>(k::paged_attention_decode_workspace_bytes(
           opts_.max_sequences, desc_.num_heads, desc_.num_kv_heads, desc_.head_dim,
           desc_.max_position_embeddings));
-    if (int8_ && kSkinnyGemv<T_>)  // 16-bit: int8 projections past the GEMV's rows (byte_gemm())
+    if ((int8_ || fp8_) && kSkinnyGemv<T_>)  // 16-bit: past the GEMV's rows (byte_gemm())
       byte_gemm_ = std::make_unique<k::ByteWeightGemm>();
     if (int8_) {  // the largest projection cuBLAS may be handed (dense())
       size_t largest = 0;
@@ -1173,7 +1182,7 @@ class CudaBackend final : public Backend {
   bool fp8_ = false;  // fp8: the decoder's projections hold E4M3 codes (the LM head does not)
   std::unique_ptr<Fp8Linear<T>> fp8_linear_;  // their step scratch and FP8 GEMM
   DeviceBuffer<T> dequant_;  // int8: the largest projection in T, for the GEMMs cuBLAS runs
-  std::unique_ptr<kernels::cuda::ByteWeightGemm> byte_gemm_;  // int8 in 16-bit: W8A16 GEMM
+  std::unique_ptr<kernels::cuda::ByteWeightGemm> byte_gemm_;  // int8 / E4M3 in 16-bit: W8A16
   DeviceBuffer<T> ones_;       // [hidden] the layer norms' weight once folded
   DeviceBuffer<T> zeros_;      // [hidden] their bias once folded (LayerNorm)
   bool rope_in_qkv_epilogue_ = false;  // fused decode: rope + K/V write in the qkv epilogue
