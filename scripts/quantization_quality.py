@@ -56,11 +56,11 @@ def main():
     ap.add_argument("--agreement-on", choices=["cuda"], help="only the greedy agreement, on the GPU")
     ap.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], default="fp16")
     a = ap.parse_args()
-    if a.agreement_on:
-        return agreement_on_gpu(a)
     text = open(a.text, encoding="utf-8").read()
     prompts = [" ".join(p.split()[:4]) for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 4]
     os.environ["LMX_CACHE_DIR"] = tempfile.mkdtemp(prefix="lmx-quality-")
+    if a.agreement_on:
+        return agreement_on_gpu(a, prompts)
     ppl_rows, sq_rows, agree_rows = [], [], []
     for name in ("stories260k", "tinystories-656k"):
         model = os.path.join(a.models, name)
@@ -140,10 +140,7 @@ def print_agreement(a, rows):
     print("\n".join(rows))
 
 
-def agreement_on_gpu(a):
-    text = open(a.text, encoding="utf-8").read()
-    prompts = [" ".join(p.split()[:4]) for p in re.split(r"\n\s*\n", text) if len(p.split()) >= 4]
-    os.environ["LMX_CACHE_DIR"] = tempfile.mkdtemp(prefix="lmx-quality-")
+def agreement_on_gpu(a, prompts):
     common = ["--device", a.agreement_on, "--dtype", a.dtype]
     variants = [("dynamic_int8", ["--quantize", "dynamic_int8"]),
                 ("smoothquant (searched alpha)", ["--quantize", "smoothquant"]),
