@@ -5,6 +5,8 @@
 # base / new, so a change is judged against its base in the same lease. JSON per run under $OUT.
 #   BASE_SRC=.cache/base-src bash scripts/bench_compare_device.sh \
 #     "--shape llama-2-7b --dtype fp16 --batches 1,32,128 --graphs" "--shape gpt-j-6b --graphs"
+# VARIANT_SRC names one more source tree (a variant of the working tree), built into
+# build-variant/ and run after the other two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out}
@@ -21,6 +23,10 @@ builds=(build-gpu)
 if [[ -n ${BASE_SRC:-} ]]; then
   configure "$BASE_SRC" build-base
   builds+=(build-base)
+fi
+if [[ -n ${VARIANT_SRC:-} ]]; then
+  configure "$VARIANT_SRC" build-variant
+  builds=(build-variant "${builds[@]}")
 fi
 for b in "${builds[@]}"; do ninja -C "$b" lmx >"$out/ninja-$b.log" 2>&1 &
 done

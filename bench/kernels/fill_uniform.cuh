@@ -35,4 +35,19 @@ T* alloc_random(size_t n, uint32_t seed, cudaStream_t stream = nullptr, float sc
   return p;
 }
 
+// p[i] = to wherever p[i] == from (e.g. NaN codes out of random E4M3 bytes).
+template <typename T>
+__global__ void replace_value(T* p, size_t n, T from, T to) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    if (p[i] == from) p[i] = to;
+}
+
+template <typename T>
+void replace_byte(T* p, size_t n, T from, T to, cudaStream_t stream = nullptr) {
+  static_assert(sizeof(T) == 1);
+  replace_value<T><<<1024, 256, 0, stream>>>(p, n, from, to);
+  CHECK(cudaGetLastError());
+}
+
 }  // namespace lmx::bench

@@ -13,7 +13,17 @@
 // The last column checks the skinny output against cuBLAS's: max |difference| / max |cuBLAS|
 // (fp16 output rounding: ~1e-3; bf16: ~8e-3; fp32 output of the LM head: ~1e-6).
 // --prefill: the same shapes at 512 and 4096 rows through cuBLAS, in TFLOP/s (prefill GEMMs).
+// --weights int8|fp8: one-byte weights (dynamic_int8's int8 values, fp8's E4M3 codes; random
+//   bytes, random row scales) through the same GEMV; the comparison column is then the W8A16 GEMM
+//   (kernels::cuda::ByteWeightGemm, what runs past the GEMV's rows) instead of cuBLAS, and GB/s
+//   counts one byte a weight.
 // Usage: lmx_bench_gemv [--iters N (200)] [--dtype fp16|bf16 (fp16)] [--graph] [--prefill]
+//                       [--weights 16bit|int8|fp8 (16bit)] [--shape
+//                       qkv|o_proj|gate_up|down|lm_head]
+//                       [--rows M,M,.. (1,2,4,8)] [--norm] [--chain]
+// --chain: a decode layer's four projections in sequence (run_chain), a layer's time.
+// --norm: the GEMV with its input RMS-normalized inside (skinny_linear_norm, the fused decode's
+//   qkv and gate/up form; not the LM head, which stays plain), no reference check.
 // Tuning variants of the kernel (compile-time knobs at the top of kernels/cuda/gemv.cu), built
 // stand-alone from the repository root in a few seconds each:
 //   nvcc -O3 -std=c++17 -arch=sm_90a -I. -DLMX_GEMV_WARPS=8 -DLMX_GEMV_STEPS=4 \
@@ -34,6 +44,7 @@
 
 #include "bench/kernels/cuda_check.h"
 #include "bench/kernels/fill_uniform.cuh"
+#include "kernels/byte_weight_gemm.h"
 #include "kernels/gemm.h"
 #include "kernels/linear.h"
 
@@ -41,8 +52,15 @@ namespace k = lmx::kernels::cuda;
 
 namespace {
 
+// What the weights are: T, or one byte a weight with an fp32 scale a row.
+enum class Weights { k16Bit, kInt8, kE4M3 };
+
 int g_iters = 200;
 bool g_graph = false;
+const char* g_shape = nullptr;           // --shape: only this one (all when null)
+std::vector<int> g_rows = {1, 2, 4, 8};  // --rows: the decode row counts
+bool g_norm = false;   // --norm: the GEMV with an RMS-normalized input (skinny_linear_norm)
+bool g_chain = false;  // --chain: decode layers' four projections in sequence
 cudaStream_t g_stream = nullptr;
 
 struct Shape {
@@ -158,10 +176,23 @@ double rel_diff(const U* da, const U* db, size_t n) {
 }
 
 template <typename T>
-void run_shape(const Shape& s, double ceiling) {
-  const size_t elems = size_t(s.N) * s.K, bytes = elems * sizeof(T);
+void run_shape(const Shape& s, Weights kind, double ceiling) {
+  const bool bytes_a_weight = kind != Weights::k16Bit;
+  const size_t elems = size_t(s.N) * s.K, bytes = elems * (bytes_a_weight ? 1 : sizeof(T));
   const int copies = int(std::max<size_t>(4, (kMinRotationBytes + bytes - 1) / bytes));
-  T* w = lmx::bench::alloc_random<T>(elems * copies, 1234u + uint32_t(s.N), g_stream);
+  // 16-bit weights in [-1, 1); int8 values in [-127, 127); E4M3 codes: the bytes of int8 values
+  // in [-100, 100), but for 0xff (-1, a NaN code: replaced by 0; the other NaN, 0x7f, is 127).
+  T* w = bytes_a_weight
+             ? nullptr
+             : lmx::bench::alloc_random<T>(elems * copies, 1234u + uint32_t(s.N), g_stream);
+  int8_t* q = bytes_a_weight ? lmx::bench::alloc_random<int8_t>(
+                                   elems * copies, 1234u + uint32_t(s.N), g_stream,
+                                   kind == Weights::kInt8 ? 127.0f : 100.0f)
+                             : nullptr;
+  if (kind == Weights::kE4M3)
+    lmx::bench::replace_byte(q, elems * copies, int8_t(-1), int8_t(0), g_stream);
+  float* q_scale =
+      bytes_a_weight ? lmx::bench::alloc_random<float>(size_t(s.N), 61u, g_stream, 1e-3f) : nullptr;
   T* x = lmx::bench::alloc_random<T>(size_t(k::kSkinnyMaxRows) * s.K, 77u, g_stream);
   const size_t out = size_t(k::kSkinnyMaxRows) * s.N;
   T *y_ref = nullptr, *y = nullptr;
@@ -171,35 +202,132 @@ void run_shape(const Shape& s, double ceiling) {
   CHECK(cudaMalloc(&y32_ref, out * sizeof(float)));
   CHECK(cudaMalloc(&y32, out * sizeof(float)));
   k::GemmContext ctx;
-  for (int M : {1, 2, 4, 8}) {
+  k::ByteWeightGemm byte_gemm;
+  for (int M : g_rows) {
     auto weights = [&](int i) {
+      if (bytes_a_weight)
+        return lmx::kernels::LinearWeights<T>{nullptr,
+                                              nullptr,
+                                              s.N,
+                                              s.K,
+                                              q + size_t(i % copies) * elems,
+                                              q_scale,
+                                              kind == Weights::kE4M3};
       return lmx::kernels::LinearWeights<T>{w + size_t(i % copies) * elems, nullptr, s.N, s.K};
     };
-    auto cublas = [&](int i) {
-      if (s.f32_out)
+    auto reference = [&](int i) {  // cuBLAS, or the W8A16 GEMM for one-byte weights
+      if (bytes_a_weight) {
+        if (s.f32_out)
+          byte_gemm.run<T, float>(x, weights(i), y32_ref, M, g_stream);
+        else
+          byte_gemm.run<T, T>(x, weights(i), y_ref, M, g_stream);
+      } else if (s.f32_out) {
         k::linear_f32_out<T>(ctx, x, weights(i), y32_ref, M, g_stream);
-      else
+      } else {
         k::linear<T>(ctx, x, weights(i), y_ref, M, g_stream);
+      }
     };
     auto skinny = [&](int i) {
-      if (s.f32_out)
+      if (g_norm && !s.f32_out)
+        k::skinny_linear_norm<T>(x, k::InputNorm{1e-5f}, weights(i), y, M, g_stream);
+      else if (s.f32_out)
         k::skinny_linear_f32_out<T>(x, weights(i), y32, M, g_stream);
       else
         k::skinny_linear<T>(x, weights(i), y, M, g_stream);
     };
-    const double t_cublas = time_us(cublas, copies), t_skinny = time_us(skinny, copies);
-    cublas(0);
+    const double t_ref = time_us(reference, copies), t_skinny = time_us(skinny, copies);
+    reference(0);
     skinny(0);
     CHECK(cudaStreamSynchronize(g_stream));
     const size_t n = size_t(M) * s.N;
-    const double diff = s.f32_out ? rel_diff(y32, y32_ref, n) : rel_diff(y, y_ref, n);
-    const double g_cublas = bytes / (t_cublas * 1e3), g_skinny = bytes / (t_skinny * 1e3);
+    // (Not comparable with a normalized input: the reference multiplies x as it is.)
+    const double diff = s.f32_out ? rel_diff(y32, y32_ref, n)
+                        : g_norm  ? NAN
+                                  : rel_diff(y, y_ref, n);
+    const double g_ref = bytes / (t_ref * 1e3), g_skinny = bytes / (t_skinny * 1e3);
     std::printf("%-8s %6d %6d %2d %7.1f | %8.2f %7.0f | %8.2f %7.0f %5.1f%% | %5.2fx | %.1e\n",
-                s.name, s.N, s.K, M, bytes / 1e6, t_cublas, g_cublas, t_skinny, g_skinny,
-                100.0 * g_skinny / ceiling, t_cublas / t_skinny, diff);
+                s.name, s.N, s.K, M, bytes / 1e6, t_ref, g_ref, t_skinny, g_skinny,
+                100.0 * g_skinny / ceiling, t_ref / t_skinny, diff);
     std::fflush(stdout);
   }
-  cudaFree(w), cudaFree(x), cudaFree(y_ref), cudaFree(y), cudaFree(y32_ref), cudaFree(y32);
+  cudaFree(w), cudaFree(q), cudaFree(q_scale), cudaFree(x);
+  cudaFree(y_ref), cudaFree(y), cudaFree(y32_ref), cudaFree(y32);
+}
+
+// A Llama-2-7B decode layer's four GEMVs as the fused decode runs them (qkv with the normalized
+// input, o adding to the residual, gate/up normalized and gated, down adding to the residual),
+// layer after layer over rotating weight copies, in one graph: microseconds a layer. The gap to
+// the four shapes' separate times is what the kernel boundaries cost.
+template <typename T>
+void run_chain(Weights kind, double ceiling) {
+  const bool bytes_a_weight = kind != Weights::k16Bit;
+  const size_t elem = bytes_a_weight ? 1 : sizeof(T);
+  const Shape* layer[4] = {&kShapes[0], &kShapes[1], &kShapes[2], &kShapes[3]};
+  size_t layer_bytes = 0;
+  for (const Shape* s : layer) layer_bytes += size_t(s->N) * s->K * elem;
+  const int copies = int(std::max<size_t>(2, (kMinRotationBytes + layer_bytes - 1) / layer_bytes));
+  std::vector<void*> w[4];
+  std::vector<float*> scales;
+  for (int j = 0; j < 4; ++j)
+    for (int c = 0; c < copies; ++c) {
+      const size_t n = size_t(layer[j]->N) * layer[j]->K;
+      const uint32_t seed = 999u + uint32_t(j * 16 + c);
+      if (bytes_a_weight) {
+        int8_t* q = lmx::bench::alloc_random<int8_t>(n, seed, g_stream,
+                                                     kind == Weights::kInt8 ? 127.0f : 100.0f);
+        if (kind == Weights::kE4M3) lmx::bench::replace_byte(q, n, int8_t(-1), int8_t(0), g_stream);
+        w[j].push_back(q);
+      } else {
+        w[j].push_back(lmx::bench::alloc_random<T>(n, seed, g_stream, 0.05f));
+      }
+    }
+  float* q_scale = lmx::bench::alloc_random<float>(22016, 61u, g_stream, 1e-3f);
+  auto view = [&](int j, int c) {
+    const Shape& s = *layer[j];
+    if (bytes_a_weight)
+      return lmx::kernels::LinearWeights<T>{nullptr,
+                                            nullptr,
+                                            s.N,
+                                            s.K,
+                                            static_cast<const int8_t*>(w[j][size_t(c)]),
+                                            q_scale,
+                                            kind == Weights::kE4M3};
+    return lmx::kernels::LinearWeights<T>{static_cast<const T*>(w[j][size_t(c)]), nullptr, s.N,
+                                          s.K};
+  };
+  T* x = lmx::bench::alloc_random<T>(size_t(k::kSkinnyMaxRows) * 11008, 77u, g_stream);
+  T *y = nullptr,
+    *residual = lmx::bench::alloc_random<T>(size_t(k::kSkinnyMaxRows) * 4096, 5u, g_stream);
+  CHECK(cudaMalloc(&y, size_t(k::kSkinnyMaxRows) * 22016 * sizeof(T)));
+  const k::InputNorm rms{1e-5f};
+  for (int M : g_rows) {
+    auto call = [&](int i) {  // projection i % 4 of layer i / 4 (weight copy layer % copies)
+      const int j = i % 4, c = (i / 4) % copies;
+      const auto wv = view(j, c);
+      switch (j) {
+        case 0:
+          k::skinny_linear_norm<T>(x, rms, wv, y, M, g_stream);
+          break;
+        case 1:
+          k::skinny_linear_add<T>(x, wv, residual, M, g_stream);
+          break;
+        case 2:
+          k::skinny_linear_norm_gated<T>(lmx::kernels::ActivationKind::Silu, x, rms, wv, y, M,
+                                         g_stream);
+          break;
+        default:
+          k::skinny_linear_add<T>(x, wv, residual, M, g_stream);
+          break;
+      }
+    };
+    const double us = 4 * time_us(call, 4 * copies);
+    std::printf("chain  M=%d | %8.2f us a layer  %7.0f GB/s  %5.1f%%\n", M, us,
+                layer_bytes / (us * 1e3), 100.0 * layer_bytes / (us * 1e3) / ceiling);
+    std::fflush(stdout);
+  }
+  for (auto& v : w)
+    for (void* p : v) cudaFree(p);
+  cudaFree(q_scale), cudaFree(x), cudaFree(y), cudaFree(residual);
 }
 
 // Prefill-sized GEMMs (cuBLAS only: the skinny kernel takes <= 8 rows) at M rows: TFLOP/s =
@@ -234,6 +362,7 @@ void run_prefill_shape(const Shape& s, int M) {
 
 int main(int argc, char** argv) {
   bool bf16 = false, prefill = false;
+  Weights kind = Weights::k16Bit;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) {
       g_iters = std::max(1, std::atoi(argv[++i]));
@@ -248,22 +377,72 @@ int main(int argc, char** argv) {
       g_graph = true;
     } else if (!std::strcmp(argv[i], "--prefill")) {
       prefill = true;
+    } else if (!std::strcmp(argv[i], "--chain")) {
+      g_chain = true;
+    } else if (!std::strcmp(argv[i], "--norm")) {
+      g_norm = true;
+    } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      g_shape = argv[++i];
+      if (std::none_of(std::begin(kShapes), std::end(kShapes),
+                       [](const Shape& s) { return !std::strcmp(s.name, g_shape); })) {
+        std::fprintf(stderr, "--shape: qkv, o_proj, gate_up, down or lm_head, not %s\n", g_shape);
+        return 2;
+      }
+    } else if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) {
+      g_rows.clear();
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const long M = std::strtol(p, &end, 10);
+        if (end == p || M < 1 || M > k::kSkinnyMaxRows || (*end && *end != ',')) {
+          std::fprintf(stderr, "--rows: comma-separated counts in 1..%d, not %s\n",
+                       k::kSkinnyMaxRows, argv[i]);
+          return 2;
+        }
+        g_rows.push_back(int(M));
+        p = *end ? end + 1 : end;
+      }
+    } else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc) {
+      const char* v = argv[++i];
+      if (!std::strcmp(v, "16bit")) {
+        kind = Weights::k16Bit;
+      } else if (!std::strcmp(v, "int8")) {
+        kind = Weights::kInt8;
+      } else if (!std::strcmp(v, "fp8")) {
+        kind = Weights::kE4M3;
+      } else {
+        std::fprintf(stderr, "--weights: 16bit, int8 or fp8, not %s\n", v);
+        return 2;
+      }
     } else {
-      std::fprintf(stderr,
-                   "usage: lmx_bench_gemv [--iters N] [--dtype fp16|bf16] [--graph] [--prefill]\n");
+      std::fprintf(
+          stderr,
+          "usage: lmx_bench_gemv [--iters N] [--dtype fp16|bf16] [--graph] [--prefill] "
+          "[--weights 16bit|int8|fp8] [--shape NAME] [--rows M,M,..] [--norm] [--chain]\n");
       return 2;
     }
+  }
+  if (prefill && kind != Weights::k16Bit) {
+    std::fprintf(stderr, "--prefill times cuBLAS on 16-bit weights: no --weights with it\n");
+    return 2;
   }
   CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const double ceiling = read_ceiling_gbs();
   std::printf(
-      "device: %s, %d SMs; streaming read of 1 GiB: %.0f GB/s; dtype %s; %d calls a "
+      "device: %s, %d SMs; streaming read of 1 GiB: %.0f GB/s; dtype %s; weights %s; %d calls a "
       "timing, %s; weights rotate over >= 4 copies (>= 256 MB)\n",
-      prop.name, prop.multiProcessorCount, ceiling, bf16 ? "bf16" : "fp16", g_iters,
-      g_graph ? "one CUDA graph" : "stream launches");
-  if (prefill) {  // the prompt-sized products, through cuBLAS
+      prop.name, prop.multiProcessorCount, ceiling, bf16 ? "bf16" : "fp16",
+      kind == Weights::k16Bit  ? "16-bit"
+      : kind == Weights::kInt8 ? "int8"
+                               : "E4M3",
+      g_iters, g_graph ? "one CUDA graph" : "stream launches");
+  if (g_chain) {
+    if (bf16)
+      run_chain<__nv_bfloat16>(kind, ceiling);
+    else
+      run_chain<__half>(kind, ceiling);
+  } else if (prefill) {  // the prompt-sized products, through cuBLAS
     std::printf("%-8s %6s %6s %5s | cuBLAS\n", "shape", "N", "K", "M");
     for (int M : {512, 4096})
       for (const Shape& s : kShapes) {
@@ -273,13 +452,15 @@ int main(int argc, char** argv) {
           run_prefill_shape<__half>(s, M);
       }
   } else {  // decode-sized products, cuBLAS against the skinny kernel
-    std::printf("%-8s %6s %6s %2s %7s | %8s %7s | %8s %7s %6s | %6s | %s\n", "shape", "N", "K",
-                "M", "MB", "cuBLAS", "GB/s", "skinny", "GB/s", "%read", "speed", "max rel diff");
+    std::printf("%-8s %6s %6s %2s %7s | %8s %7s | %8s %7s %6s | %6s | %s\n", "shape", "N", "K", "M",
+                "MB", kind == Weights::k16Bit ? "cuBLAS" : "W8A16", "GB/s", "skinny", "GB/s",
+                "%read", "speed", "max rel diff");
     for (const Shape& s : kShapes) {
+      if (g_shape && std::strcmp(g_shape, s.name)) continue;
       if (bf16)
-        run_shape<__nv_bfloat16>(s, ceiling);
+        run_shape<__nv_bfloat16>(s, kind, ceiling);
       else
-        run_shape<__half>(s, ceiling);
+        run_shape<__half>(s, kind, ceiling);
     }
   }
   CHECK(cudaStreamDestroy(g_stream));
