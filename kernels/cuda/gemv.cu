@@ -89,6 +89,12 @@ namespace {
 #ifndef LMX_GEMV_GRID_BLOCKS_PER_SM
 #define LMX_GEMV_GRID_BLOCKS_PER_SM 1
 #endif
+#ifndef LMX_GEMV_BYTE_STEPS  // one-byte weights: k-steps an iteration (half T's: as many bytes)
+#define LMX_GEMV_BYTE_STEPS ((LMX_GEMV_STEPS + 1) / 2)
+#endif
+#ifndef LMX_GEMV_BYTE_STAGES  // one-byte weights: iterations in the ring (one more than T's)
+#define LMX_GEMV_BYTE_STAGES (LMX_GEMV_STAGES + 1)
+#endif
 #ifndef LMX_GEMV_PDL  // launch as a programmatic dependent (1) or plainly (0)
 #define LMX_GEMV_PDL 1
 #endif
@@ -96,7 +102,7 @@ namespace {
 constexpr int kTileRows = 16;           // weight rows per tile: the mma's M
 constexpr int kWarps = LMX_GEMV_WARPS;  // warps a block, splitting K of one tile
 constexpr int kThreads = kWarps * 32;
-constexpr int kStride = kWarps * 4;     // chunks from one of a warp's k-steps to its next
+constexpr int kStride = kWarps * 4;              // chunks from one of a warp's k-steps to its next
 constexpr int kMinBlocks = LMX_GEMV_MIN_BLOCKS;  // resident blocks per SM (register budget)
 constexpr int kGridBlocksPerSm = LMX_GEMV_GRID_BLOCKS_PER_SM;  // blocks launched per SM (<= that)
 static_assert(kWarps >= 1 && kThreads <= 1024 && kMinBlocks >= 1 && kGridBlocksPerSm >= 1);
@@ -108,16 +114,19 @@ struct Stream {
   static constexpr bool kBytes = sizeof(W) == 1;
   static constexpr int kXChunks = kBytes ? 2 : 1;  // 16-byte chunks of x (8 k) a weight chunk spans
   // k-steps an iteration (2 x 16 B copies a lane each) and iterations in a lane's ring (kStages -
-  // 1 in flight): bytes halve the steps and add a stage, so as many bytes stay in flight.
-  static constexpr int kSteps = kBytes ? (LMX_GEMV_STEPS + 1) / 2 : LMX_GEMV_STEPS;
-  static constexpr int kStages = kBytes ? LMX_GEMV_STAGES + 1 : LMX_GEMV_STAGES;
+  // 1 in flight): bytes halve the steps and add a stage, so as many bytes stay in flight. (As
+  // many steps and stages as T streams a lone projection ~5% faster, but takes every register
+  // of the SM; whole decode steps measured no faster for int8 and slower for fp8: RESULTS.md.)
+  static constexpr int kSteps = kBytes ? LMX_GEMV_BYTE_STEPS : LMX_GEMV_STEPS;
+  static constexpr int kStages = kBytes ? LMX_GEMV_BYTE_STAGES : LMX_GEMV_STAGES;
   static constexpr int kIterChunks = kStride * kSteps;  // weight chunks a warp covers an iteration
   // The ring: [kStages][kSteps][lo, hi][kThreads] 16-byte slots (consecutive lanes, consecutive
   // slots: conflict-free). Dynamic shared memory (more than the 48 KB a static array may have).
   static constexpr int kStageSlots = kSteps * 2 * kThreads;
   static constexpr int kRingBytes = kStages * kStageSlots * 16;
   static_assert(kSteps >= 1 && kStages >= 2);
-  static_assert(kRingBytes <= 200 * 1024, "the ring and the block's static shared memory fit an SM");
+  static_assert(kRingBytes <= 200 * 1024,
+                "the ring and the block's static shared memory fit an SM");
 };
 
 // x: 16 bytes through L2 only, or zeros without touching memory when !pred. Not the read-only
@@ -452,9 +461,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   __shared__ float4 partial[2][kWarps][32];
   __shared__ float2 row_sums[kWarps][8];  // per warp, per x row: (sum, sum of squares)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;  // mma fragment row group and k pair
+  const int g = lane / 4, t = lane % 4;        // mma fragment row group and k pair
   const int chunks = K * int(sizeof(W)) / 16;  // 16-byte weight chunks a row
-  const int first = 4 * warp + t;        // the lane's first chunk: step `warp`, chunk t of it
+  const int first = 4 * warp + t;              // the lane's first chunk: step `warp`, chunk t of it
   const int tiles = epi.tiles();
   const int block_tiles = int(blockIdx.x) < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   // Iterations a tile takes this warp (the same in every lane, so the warp-wide mma never
@@ -489,19 +498,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int s = 0; s < S::kStages - 1; ++s) stream.issue();
   pdl::wait_for_primary();  // x is the previous kernel's output (and y may still be read by it)
 
-  // x of iteration i of a tile (the same for every tile): loaded one iteration ahead, so that
-  // its latency (L2, under the weight stream's load) overlaps the iteration before.
-  auto load_x_iteration = [&](uint4(&xv)[kSteps][kX], int i) {
-    const int c0 = i * kIterChunks;  // weight chunks past the lane's first
+  // x of k-step u of iteration i of a tile (the same for every tile). Each step's x is loaded
+  // into the registers of the same step of the iteration before, as soon as that step has been
+  // multiplied: nearly an iteration ahead, so that its latency (L2, under the weight stream's
+  // load) overlaps the rest of that iteration, and one set of x registers, not two (the int8
+  // qkv projection's block: 178 registers a thread instead of 226, which leaves room on its SM
+  // for the blocks of the decode attention launched behind it; bench/RESULTS.md).
+  auto load_x_step = [&](uint4(&xs)[kX], int i, int u) {
+    const int c = i * kIterChunks + u * kStride;  // weight chunks past the lane's first
 #pragma unroll
-    for (int u = 0; u < kSteps; ++u)
-#pragma unroll
-      for (int j = 0; j < kX; ++j)
-        xv[u][j] = load_x(xr + (c0 + u * kStride) * kX + j,
-                          has_x && first + c0 + u * kStride < chunks);
+    for (int j = 0; j < kX; ++j) xs[j] = load_x(xr + c * kX + j, has_x && first + c < chunks);
   };
   uint4 xv[kSteps][kX];
-  load_x_iteration(xv, 0);
+#pragma unroll
+  for (int u = 0; u < kSteps; ++u) load_x_step(xv[u], 0, u);
   int n = 0;  // the block's iteration being multiplied
   int buf = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
@@ -518,23 +528,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       if (centered) row_sum = make_float2(__ldg(norm.row_sums + r.x), __ldg(norm.row_sums + r.y));
     }
     for (int i = 0; i < iters; ++i, ++n) {
-      uint4 x_next[kSteps][kX], lo[kSteps], hi[kSteps];
-      load_x_iteration(x_next, i + 1 < iters ? i + 1 : 0);  // past the last tile: unused
+      uint4 lo[kSteps], hi[kSteps];
       stream.take(n, lo, hi);
-      stream.issue();  // into the slots taken one iteration ago
+      stream.issue();                              // into the slots taken one iteration ago
+      const int next = i + 1 < iters ? i + 1 : 0;  // the next tile's first, past the last: unused
 #pragma unroll
-      for (int u = 0; u < kSteps; ++u) weight_step<T, W>(acc, lo[u], hi[u], xv[u]);
-      if constexpr (kNormInput) {
-        if (first_tile)
+      for (int u = 0; u < kSteps; ++u) {
+        weight_step<T, W>(acc, lo[u], hi[u], xv[u]);
+        if (kNormInput && first_tile)
 #pragma unroll
-          for (int u = 0; u < kSteps; ++u)
-#pragma unroll
-            for (int j = 0; j < kX; ++j) add_sums<T>(xv[u][j], sums);
+          for (int j = 0; j < kX; ++j) add_sums<T>(xv[u][j], sums);
+        load_x_step(xv[u], next, u);
       }
-#pragma unroll
-      for (int u = 0; u < kSteps; ++u)
-#pragma unroll
-        for (int j = 0; j < kX; ++j) xv[u][j] = x_next[u][j];
     }
     if (first_tile) pdl::allow_dependents();  // after the wait: pdl.cuh
     partial[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -588,8 +593,8 @@ int grid_for(int tiles) {
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, skinny_kernel<T, W, Epilogue, kNormInput>, kThreads,
-            Stream<W>::kRingBytes) != cudaSuccess) {
+            &per_sm, skinny_kernel<T, W, Epilogue, kNormInput>, kThreads, Stream<W>::kRingBytes) !=
+            cudaSuccess) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
       sms = 132, per_sm = kMinBlocks;
     }
@@ -625,9 +630,9 @@ void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M,
   if (!w.quantized())
     return launch_stream<T, T, kNormInput>(x, w.weight, nullptr, epi, M, w.in, norm, stream);
   if (w.in % 16 != 0 || !w.q_scale)
-    throw std::invalid_argument(std::string("skinny linear: ") + (w.fp8() ? "E4M3" : "int8") +
-                                " weights need K % 16 == 0 and row scales (K = " +
-                                std::to_string(w.in) + ")");
+    throw std::invalid_argument(
+        std::string("skinny linear: ") + (w.fp8() ? "E4M3" : "int8") +
+        " weights need K % 16 == 0 and row scales (K = " + std::to_string(w.in) + ")");
   if (w.fp8())
     return launch_stream<T, KvFp8, kNormInput>(x, reinterpret_cast<const KvFp8*>(w.q), w.q_scale,
                                                epi, M, w.in, norm, stream);
@@ -711,23 +716,23 @@ void skinny_linear_norm_rope_kv(const T* x, const InputNorm& norm, const LinearW
   launch<T, true>(x, w, epi, M, norm, stream);
 }
 
-#define LMX_INSTANTIATE_ROPE_KV(T, C)                                                            \
-  template void skinny_linear_norm_rope_kv<T, C>(                                                \
+#define LMX_INSTANTIATE_ROPE_KV(T, C)                                                             \
+  template void skinny_linear_norm_rope_kv<T, C>(                                                 \
       const T*, const InputNorm&, const LinearWeights<T>&, T*, const int32_t*, const float*, int, \
       int, C*, C*, const int32_t*, const int32_t*, int, const PagedKvLayout&, cudaStream_t);
 LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE_ROPE_KV)
 #undef LMX_INSTANTIATE_ROPE_KV
 
-#define LMX_INSTANTIATE(T)                                                                       \
-  template void skinny_linear<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t);      \
-  template void skinny_linear_f32_out<T>(const T*, const LinearWeights<T>&, float*, int,         \
-                                         cudaStream_t);                                          \
-  template void skinny_linear_norm<T>(const T*, const InputNorm&, const LinearWeights<T>&, T*,   \
-                                      int, cudaStream_t);                                        \
-  template void skinny_linear_norm_act<T>(ActivationKind, const T*, const InputNorm&,            \
-                                          const LinearWeights<T>&, T*, int, cudaStream_t);       \
-  template void skinny_linear_norm_gated<T>(ActivationKind, const T*, const InputNorm&,          \
-                                            const LinearWeights<T>&, T*, int, cudaStream_t);     \
+#define LMX_INSTANTIATE(T)                                                                     \
+  template void skinny_linear<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t);    \
+  template void skinny_linear_f32_out<T>(const T*, const LinearWeights<T>&, float*, int,       \
+                                         cudaStream_t);                                        \
+  template void skinny_linear_norm<T>(const T*, const InputNorm&, const LinearWeights<T>&, T*, \
+                                      int, cudaStream_t);                                      \
+  template void skinny_linear_norm_act<T>(ActivationKind, const T*, const InputNorm&,          \
+                                          const LinearWeights<T>&, T*, int, cudaStream_t);     \
+  template void skinny_linear_norm_gated<T>(ActivationKind, const T*, const InputNorm&,        \
+                                            const LinearWeights<T>&, T*, int, cudaStream_t);   \
   template void skinny_linear_add<T>(const T*, const LinearWeights<T>&, T*, int, cudaStream_t);
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)
