@@ -15,14 +15,14 @@
 // - The weight stream never drains: each lane copies its own 16-byte chunks of w (the ones its
 //   mma fragments need) into its own slots of shared memory with cp.async, a ring of kStages
 //   iterations of kSteps k-steps (no lane reads another's slots, so no barrier guards them). The
-//   next iteration's copies are issued before this one is multiplied, and x for the next
-//   iteration is loaded before this one's weights are waited for, across tile boundaries too (the
-//   ring runs over the block's tiles as one sequence). With 8 x 2 (64 KB an SM in flight, 128 KB
-//   of ring) a Llama-2-7B decode step measured faster than the earlier register-held loads, and
-//   faster than deeper rings (4 x 4, 4 x 6, 8 x 3: more bytes queued in front of the loads on the
-//   step's critical path) or shorter iterations (bench/RESULTS.md). Weights go through L2 with
-//   256-byte fetches and skip L1 (.cg); x is read through L2 (ld.global.cg: it is written by the
-//   kernel this one overlaps).
+//   next iteration's copies are issued before this one is multiplied, and each k-step's x for
+//   the next iteration is loaded into its registers as soon as this iteration's step has used
+//   them, across tile boundaries too (the ring runs over the block's tiles as one sequence). With 8
+//   x 2 (64 KB an SM in flight, 128 KB of ring) a Llama-2-7B decode step measured faster than the
+//   earlier register-held loads, and faster than deeper rings (4 x 4, 4 x 6, 8 x 3: more bytes
+//   queued in front of the loads on the step's critical path) or shorter iterations
+//   (bench/RESULTS.md). Weights go through L2 with 256-byte fetches and skip L1 (.cg); x is read
+//   through L2 (ld.global.cg: it is written by the kernel this one overlaps).
 // - Programmatic dependent launch (kernels/cuda/pdl.cuh): the first iteration is issued before
 //   waiting for the kernel that writes x (weights never change within a step), and once its first
 //   tile is done the kernel lets its dependent in. A ring of 128 KB leaves no room for a second
