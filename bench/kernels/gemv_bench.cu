@@ -40,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "bench/kernels/cuda_check.h"
@@ -175,24 +176,57 @@ double rel_diff(const U* da, const U* db, size_t n) {
   return ref > 0 ? diff / ref : diff;
 }
 
+// `copies` copies of an N x K weight of `kind` in one allocation, and the row scales of one-byte
+// weights (shared by the copies). 16-bit weights in [-scale16, scale16); int8 values in [-127,
+// 127); E4M3 codes: the bytes of int8 values in [-100, 100), but for 0xff (-1, a NaN code:
+// replaced by 0; the other NaN, 0x7f, is 127).
+template <typename T>
+struct BenchWeights {
+  Weights kind;
+  int N, K, copies;
+  void* p = nullptr;
+  float* q_scale = nullptr;
+
+  BenchWeights(Weights kind, int N, int K, int copies, uint32_t seed, float scale16 = 1.0f)
+      : kind(kind), N(N), K(K), copies(copies) {
+    const size_t n = size_t(N) * K * copies;
+    if (kind == Weights::k16Bit) {
+      p = lmx::bench::alloc_random<T>(n, seed, g_stream, scale16);
+      return;
+    }
+    int8_t* q = lmx::bench::alloc_random<int8_t>(n, seed, g_stream,
+                                                 kind == Weights::kInt8 ? 127.0f : 100.0f);
+    if (kind == Weights::kE4M3) lmx::bench::replace_byte(q, n, int8_t(-1), int8_t(0), g_stream);
+    p = q;
+    q_scale = lmx::bench::alloc_random<float>(size_t(N), 61u, g_stream, 1e-3f);
+  }
+  BenchWeights(const BenchWeights&) = delete;
+  BenchWeights& operator=(const BenchWeights&) = delete;
+  ~BenchWeights() { cudaFree(p), cudaFree(q_scale); }
+
+  size_t bytes() const {  // of one copy
+    return size_t(N) * K * (kind == Weights::k16Bit ? sizeof(T) : 1);
+  }
+  // Copy i % copies as the kernels take it.
+  lmx::kernels::LinearWeights<T> copy(int i) const {
+    const size_t at = size_t(i % copies) * size_t(N) * K;
+    if (kind == Weights::k16Bit) return {static_cast<const T*>(p) + at, nullptr, N, K};
+    return {nullptr,
+            nullptr,
+            N,
+            K,
+            static_cast<const int8_t*>(p) + at,
+            q_scale,
+            kind == Weights::kE4M3};
+  }
+};
+
 template <typename T>
 void run_shape(const Shape& s, Weights kind, double ceiling) {
   const bool bytes_a_weight = kind != Weights::k16Bit;
-  const size_t elems = size_t(s.N) * s.K, bytes = elems * (bytes_a_weight ? 1 : sizeof(T));
+  const size_t bytes = size_t(s.N) * s.K * (bytes_a_weight ? 1 : sizeof(T));
   const int copies = int(std::max<size_t>(4, (kMinRotationBytes + bytes - 1) / bytes));
-  // 16-bit weights in [-1, 1); int8 values in [-127, 127); E4M3 codes: the bytes of int8 values
-  // in [-100, 100), but for 0xff (-1, a NaN code: replaced by 0; the other NaN, 0x7f, is 127).
-  T* w = bytes_a_weight
-             ? nullptr
-             : lmx::bench::alloc_random<T>(elems * copies, 1234u + uint32_t(s.N), g_stream);
-  int8_t* q = bytes_a_weight ? lmx::bench::alloc_random<int8_t>(
-                                   elems * copies, 1234u + uint32_t(s.N), g_stream,
-                                   kind == Weights::kInt8 ? 127.0f : 100.0f)
-                             : nullptr;
-  if (kind == Weights::kE4M3)
-    lmx::bench::replace_byte(q, elems * copies, int8_t(-1), int8_t(0), g_stream);
-  float* q_scale =
-      bytes_a_weight ? lmx::bench::alloc_random<float>(size_t(s.N), 61u, g_stream, 1e-3f) : nullptr;
+  const BenchWeights<T> w(kind, s.N, s.K, copies, 1234u + uint32_t(s.N));
   T* x = lmx::bench::alloc_random<T>(size_t(k::kSkinnyMaxRows) * s.K, 77u, g_stream);
   const size_t out = size_t(k::kSkinnyMaxRows) * s.N;
   T *y_ref = nullptr, *y = nullptr;
@@ -204,36 +238,25 @@ void run_shape(const Shape& s, Weights kind, double ceiling) {
   k::GemmContext ctx;
   k::ByteWeightGemm byte_gemm;
   for (int M : g_rows) {
-    auto weights = [&](int i) {
-      if (bytes_a_weight)
-        return lmx::kernels::LinearWeights<T>{nullptr,
-                                              nullptr,
-                                              s.N,
-                                              s.K,
-                                              q + size_t(i % copies) * elems,
-                                              q_scale,
-                                              kind == Weights::kE4M3};
-      return lmx::kernels::LinearWeights<T>{w + size_t(i % copies) * elems, nullptr, s.N, s.K};
-    };
     auto reference = [&](int i) {  // cuBLAS, or the W8A16 GEMM for one-byte weights
       if (bytes_a_weight) {
         if (s.f32_out)
-          byte_gemm.run<T, float>(x, weights(i), y32_ref, M, g_stream);
+          byte_gemm.run<T, float>(x, w.copy(i), y32_ref, M, g_stream);
         else
-          byte_gemm.run<T, T>(x, weights(i), y_ref, M, g_stream);
+          byte_gemm.run<T, T>(x, w.copy(i), y_ref, M, g_stream);
       } else if (s.f32_out) {
-        k::linear_f32_out<T>(ctx, x, weights(i), y32_ref, M, g_stream);
+        k::linear_f32_out<T>(ctx, x, w.copy(i), y32_ref, M, g_stream);
       } else {
-        k::linear<T>(ctx, x, weights(i), y_ref, M, g_stream);
+        k::linear<T>(ctx, x, w.copy(i), y_ref, M, g_stream);
       }
     };
     auto skinny = [&](int i) {
       if (g_norm && !s.f32_out)
-        k::skinny_linear_norm<T>(x, k::InputNorm{1e-5f}, weights(i), y, M, g_stream);
+        k::skinny_linear_norm<T>(x, k::InputNorm{1e-5f}, w.copy(i), y, M, g_stream);
       else if (s.f32_out)
-        k::skinny_linear_f32_out<T>(x, weights(i), y32, M, g_stream);
+        k::skinny_linear_f32_out<T>(x, w.copy(i), y32, M, g_stream);
       else
-        k::skinny_linear<T>(x, weights(i), y, M, g_stream);
+        k::skinny_linear<T>(x, w.copy(i), y, M, g_stream);
     };
     const double t_ref = time_us(reference, copies), t_skinny = time_us(skinny, copies);
     reference(0);
@@ -250,7 +273,7 @@ void run_shape(const Shape& s, Weights kind, double ceiling) {
                 100.0 * g_skinny / ceiling, t_ref / t_skinny, diff);
     std::fflush(stdout);
   }
-  cudaFree(w), cudaFree(q), cudaFree(q_scale), cudaFree(x);
+  cudaFree(x);
   cudaFree(y_ref), cudaFree(y), cudaFree(y32_ref), cudaFree(y32);
 }
 
@@ -260,41 +283,15 @@ void run_shape(const Shape& s, Weights kind, double ceiling) {
 // the four shapes' separate times is what the kernel boundaries cost.
 template <typename T>
 void run_chain(Weights kind, double ceiling) {
-  const bool bytes_a_weight = kind != Weights::k16Bit;
-  const size_t elem = bytes_a_weight ? 1 : sizeof(T);
   const Shape* layer[4] = {&kShapes[0], &kShapes[1], &kShapes[2], &kShapes[3]};
+  const size_t elem = kind == Weights::k16Bit ? sizeof(T) : 1;
   size_t layer_bytes = 0;
   for (const Shape* s : layer) layer_bytes += size_t(s->N) * s->K * elem;
   const int copies = int(std::max<size_t>(2, (kMinRotationBytes + layer_bytes - 1) / layer_bytes));
-  std::vector<void*> w[4];
-  std::vector<float*> scales;
+  std::vector<std::unique_ptr<BenchWeights<T>>> w;
   for (int j = 0; j < 4; ++j)
-    for (int c = 0; c < copies; ++c) {
-      const size_t n = size_t(layer[j]->N) * layer[j]->K;
-      const uint32_t seed = 999u + uint32_t(j * 16 + c);
-      if (bytes_a_weight) {
-        int8_t* q = lmx::bench::alloc_random<int8_t>(n, seed, g_stream,
-                                                     kind == Weights::kInt8 ? 127.0f : 100.0f);
-        if (kind == Weights::kE4M3) lmx::bench::replace_byte(q, n, int8_t(-1), int8_t(0), g_stream);
-        w[j].push_back(q);
-      } else {
-        w[j].push_back(lmx::bench::alloc_random<T>(n, seed, g_stream, 0.05f));
-      }
-    }
-  float* q_scale = lmx::bench::alloc_random<float>(22016, 61u, g_stream, 1e-3f);
-  auto view = [&](int j, int c) {
-    const Shape& s = *layer[j];
-    if (bytes_a_weight)
-      return lmx::kernels::LinearWeights<T>{nullptr,
-                                            nullptr,
-                                            s.N,
-                                            s.K,
-                                            static_cast<const int8_t*>(w[j][size_t(c)]),
-                                            q_scale,
-                                            kind == Weights::kE4M3};
-    return lmx::kernels::LinearWeights<T>{static_cast<const T*>(w[j][size_t(c)]), nullptr, s.N,
-                                          s.K};
-  };
+    w.push_back(std::make_unique<BenchWeights<T>>(kind, layer[j]->N, layer[j]->K, copies,
+                                                  999u + uint32_t(j * 16), 0.05f));
   T* x = lmx::bench::alloc_random<T>(size_t(k::kSkinnyMaxRows) * 11008, 77u, g_stream);
   T *y = nullptr,
     *residual = lmx::bench::alloc_random<T>(size_t(k::kSkinnyMaxRows) * 4096, 5u, g_stream);
@@ -302,8 +299,8 @@ void run_chain(Weights kind, double ceiling) {
   const k::InputNorm rms{1e-5f};
   for (int M : g_rows) {
     auto call = [&](int i) {  // projection i % 4 of layer i / 4 (weight copy layer % copies)
-      const int j = i % 4, c = (i / 4) % copies;
-      const auto wv = view(j, c);
+      const int j = i % 4;
+      const auto wv = w[size_t(j)]->copy(i / 4);
       switch (j) {
         case 0:
           k::skinny_linear_norm<T>(x, rms, wv, y, M, g_stream);
@@ -325,9 +322,7 @@ void run_chain(Weights kind, double ceiling) {
                 layer_bytes / (us * 1e3), 100.0 * layer_bytes / (us * 1e3) / ceiling);
     std::fflush(stdout);
   }
-  for (auto& v : w)
-    for (void* p : v) cudaFree(p);
-  cudaFree(q_scale), cudaFree(x), cudaFree(y), cudaFree(residual);
+  cudaFree(x), cudaFree(y), cudaFree(residual);
 }
 
 // Prefill-sized GEMMs (cuBLAS only: the skinny kernel takes <= 8 rows) at M rows: TFLOP/s =
