@@ -1,6 +1,7 @@
 #include "engine/model/model_config.h"
 
 #include <fstream>
+#include <limits>
 
 #include "engine/core/error.h"
 
@@ -80,6 +81,14 @@ std::optional<int> ModelConfig::get_int(std::initializer_list<const char*> keys)
   const json* v = find(keys, &key);
   if (!v) return std::nullopt;
   if (!v->is_number_integer()) throw_error("{}: '{}' must be an integer, got {}", source_, key, v->dump());
+  // Not narrowed silently: an int64 or uint64 past int's range is an error, not another number.
+  const bool in_range = v->is_number_unsigned()
+                            ? v->get<uint64_t>() <= uint64_t(std::numeric_limits<int>::max())
+                            : v->get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                  v->get<int64_t>() <= std::numeric_limits<int>::max();
+  if (!in_range)
+    throw_error("{}: '{}' = {} is out of range (at most {})", source_, key, v->dump(),
+                std::numeric_limits<int>::max());
   return v->get<int>();
 }
 

@@ -144,6 +144,42 @@ TEST(ModelConfig, Gpt2Description) {
   EXPECT_FLOAT_EQ(d.norm_eps, 1e-5f);
 }
 
+// An integer past int's range is an error naming the key, not the number it would wrap to; and a
+// hidden size whose default MLP width (4 x hidden) passes it is refused, not overflowed (found by
+// the model_config fuzz target: GPT-Neo with hidden_size 6444444444444).
+TEST(ModelConfig, IntegersPastIntRangeAreRefused) {
+  const json gpt2 = {{"architectures", {"GPT2LMHeadModel"}},
+                     {"n_embd", 64},
+                     {"n_layer", 2},
+                     {"n_head", 4},
+                     {"n_positions", 128},
+                     {"vocab_size", 100}};
+  for (const json& big :
+       {json(int64_t(6444444444444)), json(uint64_t(1) << 63), json(int64_t(-3000000000))}) {
+    json c = gpt2;
+    c["n_embd"] = big;
+    try {
+      describe(c);
+      ADD_FAILURE() << "n_embd = " << big.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'n_embd' = " + big.dump() + " is out of range"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  json c = gpt2;
+  c["n_embd"] = 1993500444;  // a multiple of the 4 heads whose 4 x overflows an int
+  try {
+    describe(c);
+    ADD_FAILURE() << "n_embd = 1993500444 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("hidden size 1993500444 is too large"), std::string::npos)
+        << e.what();
+  }
+  c["n_inner"] = 256;  // an explicit MLP width needs no default
+  EXPECT_EQ(describe(c).intermediate_size, 256);
+}
+
 TEST(ModelConfig, UnsupportedActivationNamesAllowed) {
   EXPECT_THROW(describe(llama_with({{"hidden_act", "mish"}})), Error);
 }

@@ -18,7 +18,7 @@ DecoderDesc describe(const ModelConfig& config) {
   // transformers takes the legacy n_embed over hidden_size when a config has both.
   arch::read_mha_sizes(config, d, {"n_embed", "hidden_size"}, {"n_layer", "num_hidden_layers"},
                        {"n_head", "num_attention_heads"});
-  d.intermediate_size = 4 * d.hidden_size;
+  d.intermediate_size = arch::mlp_size_or_4x_hidden(config, d, {});
   // ALiBi has no position table; the context limit is the serving configuration's. Bloom's
   // configs name their training length `seq_length` when they name one.
   d.max_position_embeddings = config.get_int({"max_position_embeddings", "seq_length"}).value_or(2048);

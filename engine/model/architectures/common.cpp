@@ -211,6 +211,16 @@ void read_mha_sizes(const ModelConfig& config, DecoderDesc& d,
   d.head_dim = d.hidden_size / d.num_heads;
 }
 
+int mlp_size_or_4x_hidden(const ModelConfig& config, const DecoderDesc& d,
+                          std::initializer_list<const char*> keys) {
+  if (const std::optional<int> v = config.get_int(keys)) return *v;
+  const int64_t size = 4 * int64_t(d.hidden_size);
+  if (size > std::numeric_limits<int>::max())
+    throw_error("{}: hidden size {} is too large (the MLP's default width, 4 x hidden, passes {})",
+                config.source(), d.hidden_size, std::numeric_limits<int>::max());
+  return int(size);
+}
+
 void norm_names(std::string& weight, std::string& bias, const std::string& module) {
   weight = module + ".weight";
   bias = module + ".bias";

@@ -48,6 +48,11 @@ TensorNames llama_style_names(const DecoderDesc& desc);
 // LayerNorm, plain MLP, full attention on every layer; sizes are read by the caller.
 DecoderDesc describe_layer_norm_decoder(const ModelConfig& config);
 
+// The MLP width from the first present key of `keys`, else 4 x the hidden size (GPT-2's
+// default; no key: always that). lmx::Error when 4 x hidden does not fit an int.
+int mlp_size_or_4x_hidden(const ModelConfig& config, const DecoderDesc& d,
+                          std::initializer_list<const char*> keys);
+
 // vocab_size, hidden size, layers and heads (as many KV heads: multi-head attention), head_dim =
 // hidden / heads, read from the first present key of each list (a family's aliases).
 void read_mha_sizes(const ModelConfig& config, DecoderDesc& d,

@@ -50,7 +50,7 @@ DecoderDesc describe(const ModelConfig& config) {
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
   arch::read_mha_sizes(config, d, {"hidden_size"}, {"num_layers", "num_hidden_layers"},
                        {"num_heads", "num_attention_heads"});
-  d.intermediate_size = config.get_int({"intermediate_size"}).value_or(4 * d.hidden_size);
+  d.intermediate_size = arch::mlp_size_or_4x_hidden(config, d, {"intermediate_size"});
   d.max_position_embeddings = config.require_int({"max_position_embeddings"});
   d.norm_eps = arch::read_norm_eps(config, "layer_norm_epsilon", 1e-5);
   d.positions = PositionKind::LearnedAbsolute;

@@ -12,7 +12,7 @@ DecoderDesc describe(const ModelConfig& config) {
   DecoderDesc d = arch::describe_layer_norm_decoder(config);
   arch::read_mha_sizes(config, d, {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"},
                        {"n_head", "num_attention_heads"});
-  d.intermediate_size = config.get_int({"n_inner"}).value_or(4 * d.hidden_size);
+  d.intermediate_size = arch::mlp_size_or_4x_hidden(config, d, {"n_inner"});
   d.max_position_embeddings = config.require_int({"n_positions", "max_position_embeddings"});
   d.norm_eps = arch::read_norm_eps(config, "layer_norm_epsilon", 1e-5);
   d.parallel_residual = d.shared_block_norm = true;
