@@ -4,6 +4,9 @@
 // dynamic_int8 projection (quant/int8.h, per output channel), the int8 values `q` [out, in] with
 // one fp32 scale a row `q_scale` [out]: W[o, k] = q[o, k] * q_scale[o]; for an fp8 projection
 // (quant/fp8.h) `q` holds E4M3 codes instead (`e4m3`): W[o, k] = e4m3(q[o, k]) * q_scale[o].
+// Grouped scales (`group` > 0: dynamic_int8 with option.quantize_group_size, a block-scaled fp8
+// checkpoint): q_scale is [out, in / group], one scale a row per `group` input columns:
+// W[o, k] = value(q[o, k]) * q_scale[o * (in / group) + k / group]; group divides in.
 // bias: [out] or null. Host
 // memory for the CPU kernels, device memory for the CUDA ones. The model-level Linear
 // (engine/model/linear.h) hands its kernels this view.
@@ -21,10 +24,12 @@ struct LinearWeights {
   const int8_t* q = nullptr;       // int8 weights [out, in] (weight is then null)
   const float* q_scale = nullptr;  // [out]
   bool e4m3 = false;               // q holds E4M3 codes (bytes), not int8 values
-  bool quantized() const { return q != nullptr; }  // one byte an element with row scales, not T
+  int group = 0;                   // input columns a scale covers; 0: one scale a row
+  bool quantized() const { return q != nullptr; }  // one byte an element with scales, not T
   bool int8() const { return q != nullptr && !e4m3; }
   bool fp8() const { return q != nullptr && e4m3; }
-  LinearWeights without_bias() const { return {weight, nullptr, out, in, q, q_scale, e4m3}; }
+  bool grouped() const { return q != nullptr && group > 0 && group < in; }
+  LinearWeights without_bias() const { return {weight, nullptr, out, in, q, q_scale, e4m3, group}; }
 };
 
 }  // namespace lmx::kernels
