@@ -12,6 +12,10 @@
 //   acc [rows, out] fp32 = sum_k e4m3val(xq[m, k]) * e4m3val(wq[o, k])  (each product exact in
 //                          fp32: 4 + 4 significant bits; summed in fp32, k in order)
 //   y   [rows, out] fp32 = acc * xs[m] * ws[o] + bias[o]
+// With grouped weight scales (a block-scaled fp8 checkpoint: `group` = 128, ws [out, in / group],
+// W[o, k] = e4m3val(wq[o, k]) * ws[o, k / group]), each group's sum is scaled on its own:
+//   acc_g [rows, out] fp32 = the sum above over k in [g * group, (g + 1) * group)
+//   y     [rows, out] fp32 = xs[m] * (sum_g ws[o, g] * acc_g, g in order) + bias[o]
 // The GPU's FP8 tensor cores sum in another order (and Hopper's with fewer accumulator bits), so
 // a CUDA linear equals this within the sums' rounding, not bit for bit.
 #pragma once
@@ -25,9 +29,10 @@ inline constexpr float kE4m3Max = 448.0f;
 // One fp8 projection's weight as the linear takes it (host memory for the CPU reference).
 struct Fp8Weights {
   const uint8_t* codes = nullptr;  // [out, in] E4M3
-  const float* scales = nullptr;   // [out]
+  const float* scales = nullptr;   // [out], or [out, in / group] when group > 0
   const float* bias = nullptr;     // [out] or null
   int out = 0, in = 0;
+  int group = 0;  // input columns a scale covers (divides in); 0 (or in): one scale a row
 };
 
 namespace cpu {
@@ -39,6 +44,7 @@ void quantize_rows_e4m3(const char* what, const float* a, int64_t rows, int64_t 
                         uint8_t* codes, float* scales, bool check_finite = true);
 
 // y [rows, w.out] = FP8 W8A8 linear of x [rows, w.in] (per-token E4M3 activations), as above.
+// Throws lmx::Error when w.group does not divide w.in.
 void fp8_linear(const float* x, const Fp8Weights& w, float* y, int rows);
 
 }  // namespace cpu

@@ -47,16 +47,33 @@ void fp8_linear(const float* x, const Fp8Weights& w, float* y, int rows) {
     throw_error("fp8_linear: sizes must be positive (out {}, in {}, rows {})", w.out, w.in, rows);
   std::vector<uint8_t> xq(size_t(rows) * size_t(w.in));
   std::vector<float> xs(static_cast<size_t>(rows));
+  const bool grouped = w.group > 0 && w.group < w.in;
+  if (grouped && w.in % w.group != 0)
+    throw_error("fp8_linear: a scale group of {} input columns does not divide {}", w.group, w.in);
   quantize_rows_e4m3("activations", x, rows, w.in, xq.data(), xs.data(), false);
   const std::array<float, 256>& val = e4m3_values();
+  const int group = grouped ? w.group : w.in, groups = w.in / group;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int m = 0; m < rows; ++m)
     for (int o = 0; o < w.out; ++o) {
       const uint8_t* a = xq.data() + int64_t(m) * w.in;
       const uint8_t* b = w.codes + int64_t(o) * w.in;
-      float acc = 0.0f;
-      for (int k = 0; k < w.in; ++k) acc += val[a[k]] * val[b[k]];
-      y[int64_t(m) * w.out + o] = acc * xs[size_t(m)] * w.scales[o] + (w.bias ? w.bias[o] : 0.0f);
+      const float* ws = w.scales + int64_t(o) * groups;
+      const float bias = w.bias ? w.bias[o] : 0.0f;
+      float* out = y + int64_t(m) * w.out + o;
+      if (!grouped) {  // one scale a row: both scales on the whole sum
+        float acc = 0.0f;
+        for (int k = 0; k < w.in; ++k) acc += val[a[k]] * val[b[k]];
+        *out = acc * xs[size_t(m)] * ws[0] + bias;
+        continue;
+      }
+      float sum = 0.0f;
+      for (int g = 0; g < groups; ++g) {
+        float acc = 0.0f;
+        for (int k = g * group; k < (g + 1) * group; ++k) acc += val[a[k]] * val[b[k]];
+        sum += ws[g] * acc;
+      }
+      *out = xs[size_t(m)] * sum + bias;
     }
 }
 
