@@ -52,10 +52,15 @@ quant::W8A8Weights w8a8_view(const CpuLinear& L) {
   return {L.q.values.data(), L.q.scales.data(), ptr_or_null(L.bias), int(L.out), int(L.in)};
 }
 
-// An fp8 projection's view (quant/fp8.h): E4M3 codes [out, in], fp32 scales [out].
+// An fp8 projection's view (quant/fp8.h): E4M3 codes [out, in], fp32 scales [out, in / group]
+// (one a row unless a block-scaled checkpoint's).
 quant::Fp8Weights fp8_view(const CpuLinear& L) {
-  return {reinterpret_cast<const uint8_t*>(L.q.values.data()), L.q.scales.data(),
-          ptr_or_null(L.bias), int(L.out), int(L.in)};
+  return {reinterpret_cast<const uint8_t*>(L.q.values.data()),
+          L.q.scales.data(),
+          ptr_or_null(L.bias),
+          int(L.out),
+          int(L.in),
+          int(L.quant.group_for(L.in))};
 }
 
 // smoothquant: W [out, in] <- W diag(s), so that (x diag(1/s)) (W diag(s))^T = x W^T; the 1/s
@@ -89,12 +94,19 @@ void quantize_linear(CpuLinear& L, const std::string& label, TensorParallelRank 
   if (L.quant.kind == QuantKind::Fp8) {  // E4M3 codes as bytes in values
     L.q.values.resize(size_t(L.out * L.in));
     auto* codes = reinterpret_cast<uint8_t*>(L.q.values.data());
+    const int64_t group = L.quant.group_for(L.in);
     if (const auto& given = L.quant.checkpoint_scales) {  // the checkpoint's codes, as stored
-      if (int64_t(given->size()) != L.out)
-        throw_error("{}: {} fp8 scales for {} rows", what, given->size(), L.out);
+      if (group <= 0 || L.in % group != 0 || int64_t(given->size()) != L.out * (L.in / group))
+        throw_error("{}: {} fp8 scales for {} rows of {} input columns in groups of {}", what,
+                    given->size(), L.out, L.in, group);
       for (size_t i = 0; i < L.weight.size(); ++i) codes[i] = kernels::cpu::encode_e4m3(L.weight[i]);
       L.q.scales = *given;
     } else {
+      if (group != L.in)  // the quantizer below makes one scale a row
+        throw_error(
+            "{}: fp8 scales in groups of {} input columns come from a block-scaled "
+            "checkpoint only",
+            what, group);
       L.q.scales.resize(size_t(L.out));
       quant::cpu::quantize_rows_e4m3(what.c_str(), L.weight.data(), L.out, L.in, codes,
                                      L.q.scales.data());

@@ -86,14 +86,18 @@ std::vector<std::pair<int64_t, int64_t>> shard_ranges(const ShardSpec& spec, int
 //     W diag(s), activations quantized per token to int8 (quant/w8a8.h). The input's 1/s is
 //     folded into the norm that produces it (`smooth_in_norm`) or applied to the activations.
 //   Fp8 (option.quantize=fp8): E4M3 codes [out, in] (in QuantStorage::values, as bytes) + fp32
-//     scales [out], activations quantized per token to E4M3 (quant/fp8.h).
+//     scales [out], activations quantized per token to E4M3 (quant/fp8.h). A block-scaled fp8
+//     checkpoint (weight_block_size [128, 128]) sets `group` = 128: scales [out, in / 128], its
+//     128 x 128 blocks' scales repeated on each of a block's rows (whole groups per rank).
 // The description (LinearRef) says what is wanted; a backend that holds it quantizes the weight
 // after materializing it (quant/int8.h, quant/fp8.h) and its linear dispatches on the kind.
 enum class QuantKind { None, W8A16PerChannel, W8A16Grouped, W8A8, Fp8 };
 
 struct LinearQuant {
   QuantKind kind = QuantKind::None;
-  int64_t group = 0;  // W8A16Grouped: input columns per scale; 0 otherwise
+  // W8A16Grouped, and Fp8 from a block-scaled checkpoint: input columns per scale; 0 otherwise
+  // (Fp8: one scale a row).
+  int64_t group = 0;
   // SmoothQuant's factors s [in] for this projection's input (null: not smoothed), shared by the
   // projections that read the same input: the weight becomes W diag(s) (W8A8 quantizes that; with
   // kind None it stays fp32, which is exact and how the folding is tested); smooth_in_norm: the
@@ -101,9 +105,11 @@ struct LinearQuant {
   std::shared_ptr<const std::vector<float>> smooth = nullptr;
   bool smooth_in_norm = false;
   // Fp8 from an fp8 checkpoint (engine/model/quantization.h, CheckpointFp8): the weight's scales,
-  // one per output row the Linear holds (a rank's rows), set by shard_weights from the
-  // description's q.scale. The weight then holds the checkpoint's E4M3 values (unscaled), which
-  // the backend stores as codes with these scales. Null: the backend quantizes the weight itself.
+  // [rows the Linear holds, in / group_for(in)] (a rank's rows and, row-parallel and
+  // block-scaled, its columns' groups), set by shard_weights from the description's q.scale:
+  // one a row, or a block-scaled checkpoint's block scales, row o's those of its block row.
+  // The weight then holds the checkpoint's E4M3 values (unscaled), which the backend stores as
+  // codes with these scales. Null: the backend quantizes the weight itself (one scale a row).
   std::shared_ptr<const std::vector<float>> checkpoint_scales = nullptr;
 
   bool quantized() const { return kind != QuantKind::None; }
@@ -115,7 +121,9 @@ struct LinearQuant {
   // the LM head and OPT's project_in / project_out stay unquantized.
   bool quantizes_activations() const { return kind == QuantKind::W8A8 || kind == QuantKind::Fp8; }
   // Input columns one scale covers in a Linear of `in` columns.
-  int64_t group_for(int64_t in) const { return kind == QuantKind::W8A16Grouped ? group : in; }
+  int64_t group_for(int64_t in) const {
+    return kind == QuantKind::W8A16Grouped || (kind == QuantKind::Fp8 && group > 0) ? group : in;
+  }
 };
 
 // Where a backend keeps a quantized weight, by its Buffer type: empty (the backend cannot hold
@@ -132,11 +140,13 @@ struct QuantStorage<std::vector<float>> {
   std::vector<float> inv_smooth;  // W8A8 with smoothing not folded into a norm: 1 / s [in]
 };
 
-// The description: an fp8 checkpoint's weight scales, [out] in the weight's canonical row order
-// (each stored row's scale: its tensor's one scale, or its channel's), or absent.
+// The description: an fp8 checkpoint's weight scales, [out, in / group] in the weight's canonical
+// row order (each stored row's scales: its tensor's one scale, its channel's, or its 128-row
+// block's row of a block-scaled checkpoint's `weight_scale_inv`), or absent.
 template <>
 struct QuantStorage<WeightRef> {
   WeightRef scale;
+  int64_t group = 0;  // input columns per scale (block-scaled: 128); 0: one scale a row
 };
 
 // Where a backend keeps what folding a LayerNorm into a projection leaves beside its weight (the

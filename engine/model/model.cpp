@@ -29,7 +29,7 @@ LoadedModel load_model(const std::filesystem::path& model_dir, const LinearQuant
     check_load_deadline();
     const std::optional<CheckpointFp8> fp8 = checkpoint_fp8(m.config);
     m.weights = resolve_weights(*m.checkpoint, m.desc, m.architecture->tensor_names(m.desc),
-                                fp8.has_value());
+                                fp8.has_value(), fp8 ? fp8->block : 0);
     if (fp8) {
       m.quantization = {{"method", "fp8"}, {"checkpoint", fp8->layout}};
       lmx::logger().info("{}: an fp8 checkpoint ({}): E4M3 weights and their scales loaded as "

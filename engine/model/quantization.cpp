@@ -29,6 +29,8 @@ LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_s
 
 namespace {
 
+constexpr int64_t kFp8Block = 128;  // the one weight_block_size side LMX loads
+
 // obj[key] of type T, `fallback` when absent or null; an error naming `where`.key otherwise.
 template <typename T>
 T member(const ModelConfig& config, const nlohmann::json& obj, const char* key, T fallback,
@@ -105,17 +107,25 @@ std::optional<CheckpointFp8> checkpoint_fp8(const ModelConfig& config) {
   const nlohmann::json& qc = config.raw()["quantization_config"];
   const std::string method = quant_method(qc);
   if (method == "compressed-tensors") return compressed_tensors(config, qc);
-  if (method == "fp8" && !qc.contains("weight_block_size"))
-    return CheckpointFp8{"fp8 (AutoFP8)",
-                         member(config, qc, "activation_scheme", std::string(), "") == "static"};
-  if (method == "fp8")
-    throw_error("{}: a block-scaled fp8 checkpoint (quantization_config.weight_block_size {}) is "
-                "not supported yet: LMX loads fp8 weights scaled per tensor or per output channel",
-                config.source(), qc["weight_block_size"].dump());
-  throw_error("{}: the checkpoint is already quantized (quantization_config.quant_method = '{}'), "
-              "which LMX does not load: point it at the F32 / F16 / BF16 model (option.quantize "
-              "then quantizes it) or at an fp8 checkpoint (compressed-tensors or AutoFP8)",
-              config.source(), method);
+  if (method == "fp8") {
+    const bool static_inputs =
+        member(config, qc, "activation_scheme", std::string(), "") == "static";
+    if (!qc.contains("weight_block_size") || qc["weight_block_size"].is_null())
+      return CheckpointFp8{"fp8 (AutoFP8)", static_inputs};
+    const nlohmann::json& block = qc["weight_block_size"];
+    if (block != nlohmann::json::array({kFp8Block, kFp8Block}))
+      throw_error(
+          "{}: quantization_config.weight_block_size {} is not supported: LMX loads "
+          "block-scaled fp8 checkpoints with [{}, {}] blocks (transformers' FP8 layout)",
+          config.source(), block.dump(), kFp8Block, kFp8Block);
+    return CheckpointFp8{"fp8 (block-scaled 128 x 128)", static_inputs, kFp8Block};
+  }
+  throw_error(
+      "{}: the checkpoint is already quantized (quantization_config.quant_method = '{}'), "
+      "which LMX does not load: point it at the F32 / F16 / BF16 model (option.quantize "
+      "then quantizes it) or at an fp8 checkpoint (compressed-tensors, AutoFP8 or "
+      "block-scaled fp8)",
+      config.source(), method);
 }
 
 void check_quantizable(const ModelConfig& config, const LinearQuant& quant) {

@@ -23,23 +23,29 @@ LinearQuant dynamic_int8(std::optional<int> group_size = std::nullopt);
 LinearQuant linear_quant(properties::Quantize method, std::optional<int> group_size);
 
 // A checkpoint whose projections are already fp8 (config.json `quantization_config`), loaded as
-// stored: E4M3 codes (safetensors F8_E4M3) and their scales (`<weight>_scale` beside each
-// `<weight>`: one a tensor or one an output channel), no dequantize-requantize. Two layouts:
+// stored: E4M3 codes (safetensors F8_E4M3) and their scales, no dequantize-requantize. Three
+// layouts:
 //   compressed-tensors (quant_method "compressed-tensors", format "float-quantized" or
 //     "naive-quantized"): config groups of 8-bit float symmetric weights, strategy "tensor" or
-//     "channel"; modules in `ignore` stay 16-bit;
-//   AutoFP8 (quant_method "fp8" without weight_block_size): per-tensor weight scales.
+//     "channel" (`<weight>_scale` beside each `<weight>`); modules in `ignore` stay 16-bit;
+//   AutoFP8 (quant_method "fp8" without weight_block_size): per-tensor `<weight>_scale`;
+//   block-scaled (transformers' FP8 integration, quant_method "fp8" with weight_block_size
+//     [128, 128]: DeepSeek-V3, Qwen3-*-FP8): `<weight>_scale_inv` [ceil(out / 128), in / 128],
+//     W[o, k] = e4m3(q[o, k]) * scale_inv[o / 128, k / 128] (it multiplies, despite its name).
+// Modules kept in 16 bits (`ignore`, `modules_to_not_convert`) are told by their tensors' dtype.
 // Activations are quantized per token at run time, as option.quantize=fp8 does: a static
 // per-tensor `input_scale` in the checkpoint is not used (static_input_scales says it is there,
 // and the loader logs it).
 struct CheckpointFp8 {
-  std::string layout;  // "compressed-tensors" or "fp8 (AutoFP8)", for messages
+  // "compressed-tensors", "fp8 (AutoFP8)" or "fp8 (block-scaled 128 x 128)", for messages
+  std::string layout;
   bool static_input_scales = false;
+  int64_t block = 0;  // weight_block_size's side (128); 0: scales per tensor or output channel
 };
 
 // The checkpoint's fp8 layout; nullopt when config.json has no quantization_config. Throws
 // lmx::Error naming the method, or the key and value, for any other quantization (GPTQ, AWQ,
-// bitsandbytes, block-scaled fp8 with weight_block_size, int8 or 4-bit compressed-tensors, ...).
+// bitsandbytes, a weight_block_size other than [128, 128], int8 or 4-bit compressed-tensors, ...).
 std::optional<CheckpointFp8> checkpoint_fp8(const ModelConfig& config);
 
 // Refuses option.quantize on a checkpoint that is already quantized: an fp8 checkpoint takes

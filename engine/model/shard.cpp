@@ -48,12 +48,33 @@ LinearRef column_parallel(const LinearRef& l, TensorParallelRank tp) {
   return s;
 }
 
-// The bias stays on rank 0 only: the all-reduce of the partial outputs adds it once.
+// A block-scaled fp8 checkpoint's scale columns (one a `group` of input columns) for the input
+// columns `ranges` of the weight `name`: whole groups only.
+Ranges group_ranges(const Ranges& ranges, int64_t group, const std::string& name,
+                    TensorParallelRank tp) {
+  Ranges groups;
+  for (auto [b, e] : ranges) {
+    if (b % group != 0 || e % group != 0)
+      throw_error(
+          "'{}' is block-scaled fp8 (scales per {} input columns), and tensor-parallel "
+          "rank {} of {} would hold its input columns [{}, {}) ({} columns), which are "
+          "not whole groups of {}: choose a tensor_parallel_degree that splits them so",
+          name, group, tp.rank, tp.ranks, b, e, total(ranges), group);
+    groups.emplace_back(b / group, e / group);
+  }
+  return groups;
+}
+
+// The bias stays on rank 0 only: the all-reduce of the partial outputs adds it once. Per-row
+// checkpoint scales cover the rank's columns as they do the whole row; block scales are sliced
+// with the columns.
 LinearRef row_parallel(const LinearRef& l, TensorParallelRank tp) {
   const Ranges ranges = shard_ranges(l.shard, l.in, tp.rank, tp.ranks);
   LinearRef s = l;
   s.in = total(ranges);
   s.weight = select_cols(l.weight, ranges);
+  if (l.q.group > 0)
+    s.q.scale = select_cols(l.q.scale, group_ranges(ranges, l.q.group, l.weight.name, tp));
   if (tp.rank != 0) s.bias = WeightRef{};
   return s;
 }
@@ -101,11 +122,13 @@ DecoderDesc rank_desc(const DecoderDesc& d, TensorParallelRank tp) {
   return r;
 }
 
-// An fp8 checkpoint's projection (LinearRef::q.scale present): its scales for the rows the rank
-// holds (resolve_weights checked them), read into quant.checkpoint_scales.
+// An fp8 checkpoint's projection (LinearRef::q.scale present): its scales for the rows (and,
+// block-scaled, the columns' groups) the rank holds (resolve_weights checked them), read into
+// quant.checkpoint_scales with their group (set again: option.quantize=fp8 replaced quant).
 static void read_checkpoint_scales(LinearRef& l) {
-  if (l.q.scale.present())
-    l.quant.checkpoint_scales = std::make_shared<std::vector<float>>(materialize_f32(l.q.scale));
+  if (!l.q.scale.present()) return;
+  l.quant.checkpoint_scales = std::make_shared<std::vector<float>>(materialize_f32(l.q.scale));
+  l.quant.group = l.q.group;
 }
 
 ModelWeightRefs shard_weights(const ModelWeightRefs& w, const DecoderDesc& d,

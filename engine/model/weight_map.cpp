@@ -36,8 +36,9 @@ std::vector<int64_t> row_groups(size_t num_names, const std::vector<int64_t>& sp
 class Resolver {
  public:
   // fp8: the checkpoint's projections may be stored as E4M3 codes with scales (CheckpointFp8).
-  Resolver(const Checkpoint* ckpt, const TensorNames& names, bool fp8)
-      : ckpt_(ckpt), names_(names), fp8_(fp8) {}
+  // fp8_block: a block-scaled checkpoint's block side (128), 0 otherwise.
+  Resolver(const Checkpoint* ckpt, const TensorNames& names, bool fp8, int64_t fp8_block)
+      : ckpt_(ckpt), names_(names), fp8_(fp8), fp8_block_(fp8_block) {}
 
   bool has(const std::string& name) const { return lookup(name) != nullptr; }
 
@@ -96,9 +97,11 @@ class Resolver {
   }
 
   // An fp8 checkpoint's projection: when its weight parts are E4M3 codes, marks it Fp8 and
-  // resolves each part's scale (`<part>_scale`: [] or [1] per tensor, [rows] or [rows, 1] per
-  // output channel) into l.q.scale, in the weight's canonical row order (set it first). Only the
-  // decoder's projections may be fp8.
+  // resolves each part's scales into l.q.scale [out, in / group], in the weight's canonical row
+  // order (set it first): `<part>_scale` ([] or [1] per tensor, [rows] or [rows, 1] per output
+  // channel; one column), or for a block-scaled checkpoint (fp8_block_ > 0, group = fp8_block_)
+  // `<part>_scale_inv` [ceil(rows / block), in / block], each row its block row's scales. Only
+  // the decoder's projections may be fp8.
   void fp8_scales(LinearRef& l, const std::vector<std::string>& weight_names,
                   bool decoder_projection) const {
     const auto is_fp8 = [](const TensorView* t) { return t->dtype == DType::F8_E4M3; };
@@ -116,31 +119,52 @@ class Resolver {
       throw_error("tensor '{}' is one of a fused projection's parts, some of which are fp8 and some "
                   "not: they must be stored alike",
                   l.weight.name);
+    const int64_t block = fp8_block_;
+    if (block > 0 && l.in % block != 0)
+      throw_error(
+          "tensor '{}' is a block-scaled fp8 weight of {} input columns, not a multiple of "
+          "its block size {}: a partial last block of columns is not supported",
+          l.weight.name, l.in, block);
+    const int64_t cols = block > 0 ? l.in / block : 1;  // scales a row
+    const char* suffix = block > 0 ? "_scale_inv" : "_scale";
     WeightRef& s = l.q.scale;
-    s.name = weight_names.front() + "_scale";
-    s.shape = {l.out};
-    std::vector<int64_t> stored_start, scale_start;
-    std::vector<bool> per_tensor;
-    int64_t rows = 0, scales = 0;
+    s.name = weight_names.front() + suffix;
+    s.shape = {l.out, cols};
+    // Each part's first stored weight row, its first row in the concatenated scales, and the
+    // weight rows one scale row covers (0: all of the part's).
+    std::vector<int64_t> stored_start, scale_start, rows_per_scale;
+    int64_t rows = 0, scale_rows = 0;
     for (size_t i = 0; i < weight_names.size(); ++i) {
-      const std::string name = weight_names[i] + "_scale";
+      const std::string name = weight_names[i] + suffix;
       const TensorView& t = require(name, false);
       const int64_t part_rows = l.weight.parts[i]->shape[0];
-      const bool channel = t.shape == std::vector<int64_t>{part_rows} ||
-                           t.shape == std::vector<int64_t>{part_rows, 1};
-      const bool tensor = t.numel() == 1 && t.shape.size() <= 1;
-      if (!tensor && !channel)
-        throw_error("tensor '{}' has shape {}: an fp8 weight scale is [] or [1] (per tensor) or "
-                    "[{}] / [{}, 1] (per output channel of '{}')",
-                    name, shape_str(t.shape), part_rows, part_rows, weight_names[i]);
+      if (block > 0) {
+        const std::vector<int64_t> blocks = {(part_rows + block - 1) / block, cols};
+        if (t.shape != blocks)
+          throw_error(
+              "tensor '{}' has shape {}: the block scales of '{}' [{}, {}] in {} x {} "
+              "blocks are [{}, {}]",
+              name, shape_str(t.shape), weight_names[i], part_rows, l.in, block, block, blocks[0],
+              blocks[1]);
+        rows_per_scale.push_back(block);
+      } else {
+        const bool channel = t.shape == std::vector<int64_t>{part_rows} ||
+                             t.shape == std::vector<int64_t>{part_rows, 1};
+        const bool tensor = t.numel() == 1 && t.shape.size() <= 1;
+        if (!tensor && !channel)
+          throw_error(
+              "tensor '{}' has shape {}: an fp8 weight scale is [] or [1] (per tensor) or "
+              "[{}] / [{}, 1] (per output channel of '{}')",
+              name, shape_str(t.shape), part_rows, part_rows, weight_names[i]);
+        rows_per_scale.push_back(channel ? 1 : 0);
+      }
       s.parts.push_back(&t);
-      per_tensor.push_back(!channel);
       stored_start.push_back(rows);
-      scale_start.push_back(scales);
+      scale_start.push_back(scale_rows);
       rows += part_rows;
-      scales += t.numel();
+      scale_rows += t.numel() / cols;
     }
-    // Canonical row -> stored weight row -> its scale's element.
+    // Canonical row -> stored weight row -> its scales' row.
     for (int64_t i = 0; i < l.out; ++i) {
       const int64_t stored = l.weight.row_order.empty() ? i : l.weight.row_order[size_t(i)];
       if (stored == WeightRef::kZeroRow) {
@@ -149,7 +173,8 @@ class Resolver {
       }
       const size_t p = size_t(std::upper_bound(stored_start.begin(), stored_start.end(), stored) -
                               stored_start.begin() - 1);
-      s.row_order.push_back(scale_start[p] + (per_tensor[p] ? 0 : stored - stored_start[p]));
+      const int64_t per = rows_per_scale[p];
+      s.row_order.push_back(scale_start[p] + (per == 0 ? 0 : (stored - stored_start[p]) / per));
     }
     // A few floats, checked here so that load_model refuses a bad one; shard_weights reads them
     // again, each rank its rows, into quant.checkpoint_scales (kept here they would be lost:
@@ -157,7 +182,7 @@ class Resolver {
     for (const TensorView* part : s.parts) {
       WeightRef whole;
       whole.parts = {part};
-      whole.shape = {part->numel()};
+      whole.shape = {part->numel() / cols, cols};
       const std::vector<float> v = materialize_f32(whole);
       for (size_t i = 0; i < v.size(); ++i)
         if (!(v[i] > 0.0f))
@@ -165,7 +190,8 @@ class Resolver {
                       "positive",
                       part->name, v[i], i);
     }
-    l.quant = LinearQuant{QuantKind::Fp8};
+    l.q.group = block;
+    l.quant = LinearQuant{QuantKind::Fp8, block};
   }
 
  private:
@@ -186,7 +212,7 @@ class Resolver {
                   dtype_name(t->dtype),
                   t->dtype == DType::F8_E4M3
                       ? " (fp8 weights load from checkpoints whose config.json declares them: "
-                        "compressed-tensors or AutoFP8 quantization_config)"
+                        "compressed-tensors, AutoFP8 or block-scaled fp8 quantization_config)"
                       : "");
     return *t;
   }
@@ -194,6 +220,7 @@ class Resolver {
   const Checkpoint* ckpt_;
   const TensorNames& names_;
   bool fp8_;
+  int64_t fp8_block_;
 };
 
 // Canonical q | k | v row -> stored row of the fused projection. PerHead storage interleaves the
@@ -227,8 +254,8 @@ std::vector<int64_t> qkv_row_order(const DecoderDesc& d, QkvLayout layout) {
 }
 
 ModelWeightRefs build_refs(const Checkpoint* ckpt, const DecoderDesc& d, const TensorNames& names,
-                           bool fp8) {
-  const Resolver r(ckpt, names, fp8);
+                           bool fp8, int64_t fp8_block) {
+  const Resolver r(ckpt, names, fp8, fp8_block);
   const int64_t H = d.hidden_size, E = d.embed_dim, V = d.vocab_size, I = d.intermediate_size;
   const int64_t D = d.head_dim, Q = d.q_size(), KV = d.kv_size();
   const bool layer_norm = d.norm == NormKind::LayerNorm;
@@ -319,12 +346,12 @@ int64_t WeightRef::numel() const {
 }
 
 ModelWeightRefs resolve_weights(const Checkpoint& ckpt, const DecoderDesc& d,
-                                const TensorNames& names, bool fp8_checkpoint) {
-  return build_refs(&ckpt, d, names, fp8_checkpoint);
+                                const TensorNames& names, bool fp8_checkpoint, int64_t fp8_block) {
+  return build_refs(&ckpt, d, names, fp8_checkpoint, fp8_block);
 }
 
 ModelWeightRefs describe_weights(const DecoderDesc& d) {
-  return build_refs(nullptr, d, {}, false);
+  return build_refs(nullptr, d, {}, false, 0);
 }
 
 namespace {

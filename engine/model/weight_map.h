@@ -24,9 +24,12 @@ ModelWeightRefs describe_weights(const DecoderDesc& desc);
 
 // fp8_checkpoint: config.json declares an fp8 checkpoint (engine/model/quantization.h,
 // CheckpointFp8): the decoder projections stored as F8_E4M3 are marked Fp8 with their scales
-// (LinearRef::q.scale); without it an F8_E4M3 tensor is an error naming it.
+// (LinearRef::q.scale); without it an F8_E4M3 tensor is an error naming it. fp8_block: the
+// checkpoint's weight_block_size (128: `<weight>_scale_inv` per 128 x 128 block, LinearQuant
+// group 128), 0: `<weight>_scale` per tensor or output channel.
 ModelWeightRefs resolve_weights(const Checkpoint& checkpoint, const DecoderDesc& desc,
-                                const TensorNames& names, bool fp8_checkpoint = false);
+                                const TensorNames& names, bool fp8_checkpoint = false,
+                                int64_t fp8_block = 0);
 
 // Writes the weight as fp32 in canonical layout; `dst` holds ref.numel() floats. Every value is
 // checked finite (an error names the tensor and row), and the checkpoint pages read are released

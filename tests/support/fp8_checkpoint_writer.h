@@ -23,9 +23,24 @@ nlohmann::json compressed_tensors_config(const char* strategy);
 std::map<std::string, TensorSpec> fp8_tensors(std::map<std::string, TensorSpec> tensors,
                                               int layers, bool per_tensor);
 
-// One element of every row of every projection set to 1.5x the tensor's max |w|: the rows of a
-// tensor then share their max |w|, so per-tensor and per-channel scales are the same number.
-void equalize_row_maxima(std::map<std::string, TensorSpec>& tensors, int layers);
+// transformers' block-scaled fp8 quantization_config: weight_block_size [128, 128], dynamic
+// activations, the LM head kept in 16 bits (modules_to_not_convert).
+nlohmann::json block_fp8_config();
+
+// `tensors`' decoder projections (as fp8_tensors) as F8_E4M3 codes with `<weight>_scale_inv`
+// [ceil(rows / 128), ceil(in / 128)] F32 beside each: each 128 x 128 block (the last ones
+// partial) quantized as quant::cpu::quantize_rows_e4m3 quantizes a row, over the block's max |w|:
+// s = max / 448, q = e4m3(w / s).
+std::map<std::string, TensorSpec> fp8_block_tensors(std::map<std::string, TensorSpec> tensors,
+                                                    int layers);
+inline constexpr int64_t kFp8Block = 128;
+
+// One element of every row of every projection set to 1.5x the tensor's max |w| (with `columns`
+// > 0, one in each `columns` columns of every row): the rows of a tensor then share their max
+// |w|, so per-tensor and per-channel scales are the same number (and, with columns = 128, the
+// scales of its 128 x 128 blocks too).
+void equalize_row_maxima(std::map<std::string, TensorSpec>& tensors, int layers,
+                         int64_t columns = 0);
 
 // "model.layers.{layer}.{p}" for a projection `p` such as "self_attn.q_proj".
 std::string llama_projection(int layer, const std::string& p);
