@@ -1,5 +1,7 @@
 // W8A16 GEMM on tensor cores for one-byte weights with 16-bit activations:
 //   y [M, N] = x [M, K] · dequant(w)^T,  dequant(w)[n, k] = value(w.q[n, k]) * w.q_scale[n]
+// (or, with grouped scales, * w.q_scale[n, k / w.group]: each group's products are summed in
+// fp32, scaled, and added)
 // w: LinearWeights::quantized(): dynamic_int8's int8 values or fp8's E4M3 codes [N = w.out,
 // K = w.in], one fp32 scale an output row; T = __half or __nv_bfloat16; Out = T or float (the LM
 // head's logits). The bytes go from memory to shared memory as bytes and are widened to T in
@@ -40,6 +42,10 @@ class ByteWeightGemm {
   ByteWeightGemm& operator=(const ByteWeightGemm&) = delete;
 
   static bool supported(int K) { return K > 0 && K % 16 == 0; }
+  // Grouped scales (w.grouped()): groups of a multiple of 64 k that divide K.
+  static bool group_supported(int group, int K) {
+    return group > 0 && group % 64 == 0 && K % group == 0;
+  }
 
   template <typename T, typename Out>
   void run(const T* x, const LinearWeights<T>& w, Out* y, int M, cudaStream_t stream);

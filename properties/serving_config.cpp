@@ -561,9 +561,10 @@ class Resolver {
     cfg_.quantize_group_size = static_cast<int>(*n);
     if (!failed("option.quantize") && cfg_.quantize != Quantize::DynamicInt8)
       conflict(key, v, "only used with option.quantize=dynamic_int8");
-    else if (cfg_.device == Device::Cuda)
-      conflict(key, v, "grouped int8 has no CUDA kernels yet: on option.device=cuda dynamic_int8 "
-                       "is per output channel (leave option.quantize_group_size unset)");
+    else if (cfg_.device == Device::Cuda && *n < kCudaMinQuantizeGroupSize)
+      conflict(key, v,
+               "on option.device=cuda grouped int8 takes groups of 64 or more input "
+               "columns (its kernels scale each 64-column step once)");
   }
 
   void resolve_batching() {

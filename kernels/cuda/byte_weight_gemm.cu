@@ -22,6 +22,9 @@
 //   and sets the count back to zero for the next call.
 // - Tiles are dealt in groups of 8 x-row tiles (blockIdx.x), so that blocks running together
 //   share x rows and weight rows in L2 when M is large.
+// - Grouped scales (one a row per `group` k, a multiple of 64): each 64-k group's mma products go
+//   to sums of their own, which are multiplied by the rows' scales of that group and added to the
+//   tile's; a stage's scales are loaded into registers while the stage before is multiplied.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -102,9 +105,10 @@ template <typename T, typename Out>
 struct Args {
   const T* x;         // [M, K]
   const uint8_t* q;   // [N, K] bytes
-  const float* scale;  // [N]
+  const float* scale;  // [N], or [N, K / group] when group > 0
   Out* y;             // [M, N]
   int M, N, K;
+  int group;  // k a scale covers (a multiple of kGroupK dividing K); 0: one scale a row
   int tiles_m, tiles_n;
   int splits, stages_per_split;  // stages (kStageK k each) a split covers
   float* partials;               // [splits][M][N] when splits > 1
@@ -139,7 +143,7 @@ __device__ __forceinline__ void store(Out* y, size_t i, float v) {
     y[i] = detail::from_f<Out>(v);
 }
 
-template <typename C, typename T, typename W, typename Out>
+template <typename C, typename T, typename W, typename Out, bool kGrouped>
 __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Args<T, Out> a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int last_block;
@@ -205,6 +209,28 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
     }
   };
 
+  // Grouped: the scales of weight rows g and g + 8 of each tile for each 64-k group of stage s
+  // (zero past K; K % 64 == 0 there, so a group is whole or past the end).
+  using StageScales = float2[C::kGroups][C::kTilesN];
+  auto load_scales = [&](int s, StageScales& out) {
+    const int groups = a.K / max(a.group, 1);
+#pragma unroll
+    for (int q = 0; q < C::kGroups; ++q) {
+      const int k = (first_stage + s) * C::kStageK + q * kGroupK;
+#pragma unroll
+      for (int i = 0; i < C::kTilesN; ++i) {
+        const int n = n0 + (warp_n * C::kTilesN + i) * 16 + g;
+        const float* row = a.scale + size_t(k / max(a.group, 1));
+        out[q][i] = k < a.K && s < stages
+                        ? make_float2(n < a.N ? __ldg(row + size_t(n) * groups) : 0.0f,
+                                      n + 8 < a.N ? __ldg(row + size_t(n + 8) * groups) : 0.0f)
+                        : make_float2(0.0f, 0.0f);
+      }
+    }
+  };
+  StageScales scales{}, next_scales{};
+  if constexpr (kGrouped) load_scales(0, next_scales);
+
   float acc[C::kTilesN][C::kTilesM][4] = {};
 #pragma unroll
   for (int s = 0; s < C::kStages - 1; ++s) {
@@ -212,6 +238,13 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
     cp_async_commit();
   }
   for (int s = 0; s < stages; ++s) {
+    if constexpr (kGrouped) {
+#pragma unroll
+      for (int q = 0; q < C::kGroups; ++q)
+#pragma unroll
+        for (int i = 0; i < C::kTilesN; ++i) scales[q][i] = next_scales[q][i];
+      load_scales(s + 1, next_scales);  // in flight under this stage's mma
+    }
     cp_async_wait<C::kStages - 2>();
     __syncthreads();  // stage s is in; every warp is done with the slot the next copy overwrites
     if (s + C::kStages - 1 < stages)
@@ -221,6 +254,9 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
     const unsigned char* sx = sw + C::kWBytes;
 #pragma unroll
     for (int q = 0; q < C::kGroups; ++q) {  // k 64q .. 64q + 63 of the stage
+      // Grouped: this group's products, scaled into acc after it; else straight into acc.
+      float part[C::kTilesN][C::kTilesM][4] = {};
+      auto& sums = kGrouped ? part : acc;
       uint4 wq[C::kTilesN][2];  // 16 weight bytes of rows g and g + 8 of each tile: k 16t.. + 15
 #pragma unroll
       for (int i = 0; i < C::kTilesN; ++i) {
@@ -246,8 +282,18 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
           const uint4 hi = h ? widen_bytes8<T, W>(wq[i][1].z, wq[i][1].w)
                              : widen_bytes8<T, W>(wq[i][1].x, wq[i][1].y);
 #pragma unroll
-          for (int j = 0; j < C::kTilesM; ++j) mma_chunk<T>(acc[i][j], lo, hi, xv[j]);
+          for (int j = 0; j < C::kTilesM; ++j) mma_chunk<T>(sums[i][j], lo, hi, xv[j]);
         }
+      }
+      if constexpr (kGrouped) {
+        // part[i][j]: rows g (elements 0, 1) and g + 8 (2, 3) of tile i.
+#pragma unroll
+        for (int i = 0; i < C::kTilesN; ++i)
+#pragma unroll
+          for (int j = 0; j < C::kTilesM; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              acc[i][j][e] += (e < 2 ? scales[q][i].x : scales[q][i].y) * part[i][j][e];
       }
     }
   }
@@ -289,12 +335,15 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
     });
     if (threadIdx.x == 0) a.counters[tile] = 0;  // every other block of the tile has counted
   }
-  for_each([&](int m, int n, float v) { store(a.y, size_t(m) * a.N + n, v * a.scale[n]); });
+  for_each([&](int m, int n, float v) {
+    store(a.y, size_t(m) * a.N + n, kGrouped ? v : v * a.scale[n]);
+  });
 }
 
 template <typename C, typename T, typename W, typename Out>
 void launch(const Args<T, Out>& args, cudaStream_t stream) {
-  auto* kernel = byte_weight_gemm_kernel<C, T, W, Out>;
+  auto* kernel = args.group > 0 ? byte_weight_gemm_kernel<C, T, W, Out, true>
+                                : byte_weight_gemm_kernel<C, T, W, Out, false>;
   // Raised on every launch (cheap, allowed during graph capture).
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
   kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), C::kThreads, C::kSmem, stream>>>(args);
@@ -355,8 +404,12 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
     throw std::invalid_argument(
         "byte-weight GEMM: adds no bias (pass w.without_bias() and add it in a fused op)");
   if (!supported(w.in) || !w.q_scale)
-    throw std::invalid_argument("byte-weight GEMM: needs K % 16 == 0 and row scales (K = " +
+    throw std::invalid_argument("byte-weight GEMM: needs K % 16 == 0 and scales (K = " +
                                 std::to_string(w.in) + ")");
+  if (w.grouped() && !group_supported(w.group, w.in))
+    throw std::invalid_argument("byte-weight GEMM: scales grouped by " + std::to_string(w.group) +
+                                " of K = " + std::to_string(w.in) +
+                                ": needs groups of a multiple of 64 that divide K");
   if (M <= 0 || w.out <= 0) return;
   const Plan p = plan(M, w.out, w.in);
   with_config(M, max_tile_rows_, [&](auto c) {
@@ -368,6 +421,7 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
                             M,
                             w.out,
                             w.in,
+                            w.grouped() ? w.group : 0,
                             p.tiles_m,
                             p.tiles_n,
                             p.splits,

@@ -1,4 +1,4 @@
-// Asynchronous 16-byte global -> shared copies (sm_80+ cp.async), shared by the attention kernels
+// Asynchronous 16-byte (and 4-byte) global -> shared copies (sm_80+ cp.async), shared by the attention kernels
 // and the decode GEMV. Commit and wait are compiler memory barriers too, so shared-memory reads
 // after a wait are not moved above it.
 #pragma once
@@ -17,6 +17,13 @@ __device__ __forceinline__ void cp_async16_stream(void* smem, const void* gmem, 
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int src_size = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(src_size));
+}
+// Copies 4 bytes through L1 (a scale that neighbouring lanes read too), or zero-fills.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_size = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem),
                "r"(src_size));
 }
 __device__ __forceinline__ void cp_async_commit() {

@@ -44,6 +44,11 @@
 // - E4M3 weights (option.quantize=fp8 at decode sizes: 16-bit activations, one fp32 scale an
 //   output row): the same with W = KvFp8, each 16-byte chunk widened in registers to two 8-k
 //   chunks of T (exact: every E4M3 value is an fp16 and a bf16 value).
+// - Grouped scales (dynamic_int8 with a group size, block-scaled fp8 checkpoints: one scale a row
+//   per group of k, a multiple of 64): a k-step's 64 k lie in one group, so its mma products of
+//   the lane's two rows are multiplied by their groups' scales before they join the sums. The
+//   scales are copied with the weights (4-byte cp.async into a ring of their own), so no load
+//   waits in the loop.
 //
 // Launchers allocate nothing and never synchronize (graph capture).
 #include <cuda_bf16.h>
@@ -124,10 +129,21 @@ struct Stream {
   // slots: conflict-free). Dynamic shared memory (more than the 48 KB a static array may have).
   static constexpr int kStageSlots = kSteps * 2 * kThreads;
   static constexpr int kRingBytes = kStages * kStageSlots * 16;
+  // Grouped scales (one a row per `group` k, group % 64 == 0): each k-step's two scales of the
+  // lane's rows, in a ring of their own beside the weights' ([kStages][kSteps][lo, hi][kThreads]
+  // floats), copied with the same commit groups.
+  static constexpr int kScaleStageSlots = kSteps * 2 * kThreads;
+  static constexpr int kScaleRingBytes = kStages * kScaleStageSlots * 4;
   static_assert(kSteps >= 1 && kStages >= 2);
-  static_assert(kRingBytes <= 200 * 1024,
-                "the ring and the block's static shared memory fit an SM");
+  static_assert(kRingBytes + kScaleRingBytes <= 200 * 1024,
+                "the rings and the block's static shared memory fit an SM");
 };
+
+// Dynamic shared memory of a block: the weight ring, and the scale ring for grouped scales.
+template <typename W, bool kGrouped>
+constexpr int ring_bytes() {
+  return Stream<W>::kRingBytes + (kGrouped ? Stream<W>::kScaleRingBytes : 0);
+}
 
 // x: 16 bytes through L2 only, or zeros without touching memory when !pred. Not the read-only
 // (.nc) path: x is written by the kernel this one overlaps (programmatic dependent launch), so it
@@ -389,28 +405,35 @@ struct RopeKvWrite {
 // the end, so that waiting for all but the kStages - 2 newest groups always means "up to this
 // iteration"). Lane (g, t) copies chunks 4 x (warp + s x kWarps) + t of weight rows g and g + 8
 // for every k-step s: exactly the chunks its mma fragments need.
-template <typename W, typename Epilogue>
+// kGrouped: the scales of each k-step's group (w_scale [N, K / group]) are copied beside the
+// weights, into the scale ring after the weight ring (a k-step's 64 k lie in one group).
+template <typename W, typename Epilogue, bool kGrouped>
 struct WeightRing {
   using S = Stream<W>;
   static constexpr int kSteps = S::kSteps, kStages = S::kStages;
   static constexpr int kStageSlots = S::kStageSlots, kIterChunks = S::kIterChunks;
   const W* w;
+  const float* w_scale;  // [N, K / group] (kGrouped)
   Epilogue epi;  // by value: a reference to the kernel parameter would copy it to the stack
   uint4* slots;  // this lane's slot of stage 0, step 0, lo; the others kThreads apart
-  int K, chunks, first, g, iters, total;
+  float* scale_slots;  // the same in the scale ring (kGrouped)
+  int K, chunks, first, g, iters, total, group;
   int issued = 0, tile, it = 0;  // the next iteration to issue: its index, tile and iteration
 
-  __device__ WeightRing(const W* w, const Epilogue& epi, uint4* ring, int K, int first, int g,
-                        int iters, int block_tiles)
+  __device__ WeightRing(const W* w, const float* w_scale, int group, const Epilogue& epi,
+                        uint4* ring, int K, int first, int g, int iters, int block_tiles)
       : w(w),
+        w_scale(w_scale),
         epi(epi),
         slots(ring + threadIdx.x),
+        scale_slots(reinterpret_cast<float*>(ring + kStages * kStageSlots) + threadIdx.x),
         K(K),
         chunks(K * int(sizeof(W)) / 16),
         first(first),
         g(g),
         iters(iters),
         total(block_tiles * iters),
+        group(group),
         tile(blockIdx.x) {}
 
   __device__ void issue() {
@@ -425,6 +448,18 @@ struct WeightRing {
         const bool in_row = c0 + u * kStride < chunks;
         cp_async16_stream(stage + (2 * u) * kThreads, lo + u * kStride, in_row);
         cp_async16_stream(stage + (2 * u + 1) * kThreads, hi + u * kStride, in_row);
+      }
+      if constexpr (kGrouped) {
+        const int groups = K / group;
+        float* scales = scale_slots + (issued % kStages) * S::kScaleStageSlots;
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+          const int c = c0 + u * kStride;  // one byte a k: chunk c holds k 16c .. 16c + 15
+          const bool in_row = c < chunks;
+          const int j = in_row ? c * 16 / group : 0;
+          cp_async4(scales + (2 * u) * kThreads, w_scale + size_t(rows.x) * groups + j, in_row);
+          cp_async4(scales + (2 * u + 1) * kThreads, w_scale + size_t(rows.y) * groups + j, in_row);
+        }
       }
       if (++it == iters) it = 0, tile += gridDim.x;
     }
@@ -442,6 +477,13 @@ struct WeightRing {
       hi[u] = stage[(2 * u + 1) * kThreads];
     }
   }
+  // Iteration n's group scales (kGrouped; after take(n)): (row g, row g + 8) a k-step.
+  __device__ void take_scales(int n, float2 (&scales)[kSteps]) const {
+    const float* stage = scale_slots + (n % kStages) * S::kScaleStageSlots;
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u)
+      scales[u] = make_float2(stage[(2 * u) * kThreads], stage[(2 * u + 1) * kThreads]);
+  }
 };
 
 // One block: tiles blockIdx.x, blockIdx.x + gridDim.x, ... of 16 weight rows; its warps split K
@@ -450,11 +492,13 @@ struct WeightRing {
 // (InputNorm, kernels/gemm.h), applied to the results: the row's sums of x and x^2 are taken from
 // the first tile's x loads (every element of x row g is loaded by exactly one lane of the block
 // with that g), LayerNorm's mean x row_sums[n] is subtracted before the row's factor.
-// W = int8_t or KvFp8: w_scale [N] multiplies each weight row's results (null for T weights).
-template <typename T, typename W, typename Epilogue, bool kNormInput>
+// W = int8_t or KvFp8: w_scale [N] multiplies each weight row's results (null for T weights);
+// kGrouped: w_scale [N, K / group] (group % 64 == 0) multiplies each k-step's product of a row
+// (its 64 k lie in one group) before it is added to the row's sums.
+template <typename T, typename W, typename Epilogue, bool kNormInput, bool kGrouped>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     skinny_kernel(const T* x, const W* __restrict__ w, const float* __restrict__ w_scale,
-                  Epilogue epi, int M, int K, InputNorm norm) {
+                  int group, Epilogue epi, int M, int K, InputNorm norm) {
   using S = Stream<W>;
   constexpr int kSteps = S::kSteps, kIterChunks = S::kIterChunks, kX = S::kXChunks;
   extern __shared__ uint4 ring[];  // WeightRing's slots
@@ -494,7 +538,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     if (m1 < M) info1 = epi.row_info(m1);
   }
   prefetch(blockIdx.x);
-  WeightRing<W, Epilogue> stream(w, epi, ring, K, first, g, iters, block_tiles);
+  WeightRing<W, Epilogue, kGrouped> stream(w, w_scale, group, epi, ring, K, first, g, iters,
+                                          block_tiles);
   for (int s = 0; s < S::kStages - 1; ++s) stream.issue();
   pdl::wait_for_primary();  // x is the previous kernel's output (and y may still be read by it)
 
@@ -524,17 +569,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     float2 row_scale = make_float2(1.0f, 1.0f), row_sum = make_float2(0.0f, 0.0f);
     if ((S::kBytes || centered) && warp == 0) {
       const int2 r = epi.rows(tile, g);
-      if (S::kBytes) row_scale = make_float2(__ldg(w_scale + r.x), __ldg(w_scale + r.y));
+      if (S::kBytes && !kGrouped) row_scale = make_float2(__ldg(w_scale + r.x), __ldg(w_scale + r.y));
       if (centered) row_sum = make_float2(__ldg(norm.row_sums + r.x), __ldg(norm.row_sums + r.y));
     }
     for (int i = 0; i < iters; ++i, ++n) {
       uint4 lo[kSteps], hi[kSteps];
+      float2 group_scale[kSteps];
       stream.take(n, lo, hi);
+      if constexpr (kGrouped) stream.take_scales(n, group_scale);
       stream.issue();                              // into the slots taken one iteration ago
       const int next = i + 1 < iters ? i + 1 : 0;  // the next tile's first, past the last: unused
 #pragma unroll
       for (int u = 0; u < kSteps; ++u) {
-        weight_step<T, W>(acc, lo[u], hi[u], xv[u]);
+        if constexpr (kGrouped) {
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]
+          weight_step<T, W>(d, lo[u], hi[u], xv[u]);
+          acc[0] += group_scale[u].x * d[0], acc[1] += group_scale[u].x * d[1];
+          acc[2] += group_scale[u].y * d[2], acc[3] += group_scale[u].y * d[3];
+        } else {
+          weight_step<T, W>(acc, lo[u], hi[u], xv[u]);
+        }
         if (kNormInput && first_tile)
 #pragma unroll
           for (int j = 0; j < kX; ++j) add_sums<T>(xv[u][j], sums);
@@ -586,15 +640,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // Blocks for `tiles` tiles: at most SMs x kGridBlocksPerSm (and what the GPU holds at once of this
 // kernel instance, queried on its first launch and cached: one device model per process), spread
 // so every block gets the same number of tiles (ceil(tiles / grid), a few one less).
-template <typename T, typename W, typename Epilogue, bool kNormInput>
+template <typename T, typename W, typename Epilogue, bool kNormInput, bool kGrouped>
 int grid_for(int tiles) {
   static const int resident = [] {
     int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, skinny_kernel<T, W, Epilogue, kNormInput>, kThreads, Stream<W>::kRingBytes) !=
-            cudaSuccess) {
+            &per_sm, skinny_kernel<T, W, Epilogue, kNormInput, kGrouped>, kThreads,
+            ring_bytes<W, kGrouped>()) != cudaSuccess) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
       sms = 132, per_sm = kMinBlocks;
     }
@@ -604,39 +658,54 @@ int grid_for(int tiles) {
   return (tiles + rounds - 1) / rounds;
 }
 
-template <typename T, typename W, bool kNormInput, typename Epilogue>
-void launch_stream(const T* x, const W* w, const float* w_scale, const Epilogue& epi, int M, int K,
-                   const InputNorm& norm, cudaStream_t stream) {
+template <typename T, typename W, bool kNormInput, bool kGrouped = false, typename Epilogue>
+void launch_stream(const T* x, const W* w, const float* w_scale, int group, const Epilogue& epi,
+                   int M, int K, const InputNorm& norm, cudaStream_t stream) {
   const int tiles = epi.tiles();
   if (M <= 0 || tiles <= 0) return;
-  auto* kernel = skinny_kernel<T, W, Epilogue, kNormInput>;
+  auto* kernel = skinny_kernel<T, W, Epilogue, kNormInput, kGrouped>;
   // Raised on every launch (cheap, per device, allowed during graph capture), and before the
   // occupancy query in grid_for.
-  constexpr int smem = Stream<W>::kRingBytes;
+  constexpr int smem = ring_bytes<W, kGrouped>();
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  const int grid = grid_for<T, W, Epilogue, kNormInput>(tiles);
+  const int grid = grid_for<T, W, Epilogue, kNormInput, kGrouped>(tiles);
   if (LMX_GEMV_PDL)
-    pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, x, w, w_scale, epi, M,
-                          K, norm);
+    pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, x, w, w_scale, group,
+                          epi, M, K, norm);
   else
-    kernel<<<grid, kThreads, smem, stream>>>(x, w, w_scale, epi, M, K, norm);
+    kernel<<<grid, kThreads, smem, stream>>>(x, w, w_scale, group, epi, M, K, norm);
+}
+
+// One-byte weights W with row scales, or grouped ones.
+template <typename T, typename W, bool kNormInput, typename Epilogue>
+void launch_bytes(const T* x, const W* q, const LinearWeights<T>& w, const Epilogue& epi, int M,
+                  const InputNorm& norm, cudaStream_t stream) {
+  if (w.grouped())
+    return launch_stream<T, W, kNormInput, true>(x, q, w.q_scale, w.group, epi, M, w.in, norm,
+                                                 stream);
+  launch_stream<T, W, kNormInput>(x, q, w.q_scale, 0, epi, M, w.in, norm, stream);
 }
 
 // w's weights in T or, when w.quantized(), its int8 values or E4M3 codes and row scales
-// (K % 16 == 0).
+// (K % 16 == 0) or grouped scales (group % 64 == 0, dividing K).
 template <typename T, bool kNormInput, typename Epilogue>
 void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M,
             const InputNorm& norm, cudaStream_t stream) {
   if (!w.quantized())
-    return launch_stream<T, T, kNormInput>(x, w.weight, nullptr, epi, M, w.in, norm, stream);
+    return launch_stream<T, T, kNormInput>(x, w.weight, nullptr, 0, epi, M, w.in, norm, stream);
+  const char* kind = w.fp8() ? "E4M3" : "int8";
   if (w.in % 16 != 0 || !w.q_scale)
-    throw std::invalid_argument(
-        std::string("skinny linear: ") + (w.fp8() ? "E4M3" : "int8") +
-        " weights need K % 16 == 0 and row scales (K = " + std::to_string(w.in) + ")");
+    throw std::invalid_argument(std::string("skinny linear: ") + kind +
+                                " weights need K % 16 == 0 and scales (K = " +
+                                std::to_string(w.in) + ")");
+  if (w.grouped() && !skinny_group_supported(w.group, w.in))
+    throw std::invalid_argument(std::string("skinny linear: ") + kind + " weights grouped by " +
+                                std::to_string(w.group) + " of K = " + std::to_string(w.in) +
+                                ": the GEMV needs groups of a multiple of 64 that divide K");
   if (w.fp8())
-    return launch_stream<T, KvFp8, kNormInput>(x, reinterpret_cast<const KvFp8*>(w.q), w.q_scale,
-                                               epi, M, w.in, norm, stream);
-  launch_stream<T, int8_t, kNormInput>(x, w.q, w.q_scale, epi, M, w.in, norm, stream);
+    return launch_bytes<T, KvFp8, kNormInput>(x, reinterpret_cast<const KvFp8*>(w.q), w, epi, M,
+                                              norm, stream);
+  launch_bytes<T, int8_t, kNormInput>(x, w.q, w, epi, M, norm, stream);
 }
 
 // The launchers whose epilogue adds no bias refuse one rather than drop it.
@@ -651,6 +720,10 @@ void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
 
 bool skinny_supported(int M, int K, bool byte_weights) {
   return M >= 1 && M <= kSkinnyMaxRows && K % (byte_weights ? 16 : 8) == 0;
+}
+
+bool skinny_group_supported(int group, int K) {
+  return group > 0 && group % 64 == 0 && K % group == 0;
 }
 
 template <typename T>

@@ -4,7 +4,10 @@
 //    blocks, more than 8 x-row tiles: within one rounding to T (fp32 out: 1e-5);
 //  - a split call gives the same bits every time (its sums are added in split order) and leaves
 //    its tile counts at zero for the next call;
-//  - K not a multiple of 16, weights in T and a bias are refused, not misread or dropped.
+//  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
+//    shapes whose K holds whole groups;
+//  - K not a multiple of 16, groups of under 64 columns, weights in T and a bias are refused, not
+//    misread or dropped.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -45,6 +48,7 @@ TYPED_TEST(ByteWeightGemm, MatchesTheWeightsOnlyReference) {
   std::mt19937 rng(21);
   kc::ByteWeightGemm gemm;
   for (const auto& [N, K, rows] : kCases) {
+    if (!Weight::takes(K)) continue;  // grouped scales: the shapes whose K holds whole groups
     const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
     for (int M : rows) {
       const auto x = test::randn<T>(size_t(M) * K, rng);
@@ -105,6 +109,12 @@ TYPED_TEST(ByteWeightGemm, RefusesWhatItCannotRead) {
   EXPECT_THROW((gemm.run<T, T>(x.p, biased, y.p, 16, nullptr)), std::invalid_argument);
   const kernels::LinearWeights<T> in_t{dense.p, nullptr, 8, 48};
   EXPECT_THROW((gemm.run<T, T>(x.p, in_t, y.p, 16, nullptr)), std::invalid_argument);
+  EXPECT_FALSE(kc::ByteWeightGemm::group_supported(32, 256));
+  Dev<T> x256(16 * 256);
+  Dev<int8_t> q256(8 * 256);
+  Dev<float> s256(8 * 8);
+  const kernels::LinearWeights<T> by32{nullptr, nullptr, 8, 256, q256.p, s256.p, Weight::kE4m3, 32};
+  EXPECT_THROW((gemm.run<T, T>(x256.p, by32, y.p, 16, nullptr)), std::invalid_argument);
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 //  - RMS input (the fused norm) and residual add with a bias, within one rounding;
 //  - LayerNorm input, centered through the row sums of the bytes as multiplied (row_dots, against
 //    the CPU's), within one rounding;
-//  - weights whose K is not a multiple of 16 are refused, not misread.
+//  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
+//    shapes whose K holds whole groups;
+//  - weights whose K is not a multiple of 16, and groups the GEMV cannot scale, are refused, not
+//    misread.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -47,6 +50,7 @@ TYPED_TEST(ByteWeightGemv, SkinnyLinearMatchesTheWeightsOnlyReference) {
   using Weight = typename TypeParam::Weight;
   std::mt19937 rng(13);
   for (auto [N, K] : kShapes) {
+    if (!Weight::takes(K)) continue;  // grouped scales: the shapes whose K holds whole groups
     const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
     for (int M = 1; M <= kc::kSkinnyMaxRows; ++M) {
       const auto x = test::randn<T>(size_t(M) * K, rng);
@@ -71,6 +75,7 @@ TYPED_TEST(ByteWeightGemv, LayerNormInputThroughRowSums) {
   using Weight = typename TypeParam::Weight;
   std::mt19937 rng(15);
   for (auto [N, K] : kShapes) {
+    if (!Weight::takes(K)) continue;  // grouped scales: the shapes whose K holds whole groups
     const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
     std::vector<float> sums(static_cast<size_t>(N));
     kernels::cpu::row_dots(w.host_view(), nullptr, sums.data());
@@ -100,6 +105,7 @@ TYPED_TEST(ByteWeightGemv, RmsInputAndResidualAdd) {
   using Weight = typename TypeParam::Weight;
   std::mt19937 rng(14);
   for (auto [N, K] : kShapes) {
+    if (!Weight::takes(K)) continue;  // grouped scales: the shapes whose K holds whole groups
     const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
     for (int M : {1, 3, kc::kSkinnyMaxRows}) {
       // RMS input: a large mean makes an unnormalized result far off.
@@ -140,6 +146,20 @@ TYPED_TEST(ByteWeightGemv, RefusesKNotAMultipleOf16) {
   Dev<int8_t> q(8 * 40);
   Dev<float> s(8);
   const kernels::LinearWeights<T> w{nullptr, nullptr, 8, 40, q.p, s.p, Weight::kE4m3};
+  EXPECT_THROW(kc::skinny_linear<T>(x.p, w, y.p, 1, nullptr), std::invalid_argument);
+}
+
+TYPED_TEST(ByteWeightGemv, RefusesGroupsItCannotScale) {
+  LMX_REQUIRE_GPU();
+  using T = typename TypeParam::T;
+  using Weight = typename TypeParam::Weight;
+  EXPECT_TRUE(kc::skinny_group_supported(64, 256));
+  EXPECT_FALSE(kc::skinny_group_supported(32, 256));   // under a k-step's 64 columns
+  EXPECT_FALSE(kc::skinny_group_supported(128, 320));  // does not divide K
+  Dev<T> x(256), y(8);
+  Dev<int8_t> q(8 * 256);
+  Dev<float> s(8 * 8);
+  const kernels::LinearWeights<T> w{nullptr, nullptr, 8, 256, q.p, s.p, Weight::kE4m3, 32};
   EXPECT_THROW(kc::skinny_linear<T>(x.p, w, y.p, 1, nullptr), std::invalid_argument);
 }
 

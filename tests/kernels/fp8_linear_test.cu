@@ -89,7 +89,7 @@ TYPED_TEST(Fp8Cuda, GemmMatchesTheReferenceLinear) {
   for (const Case c : {Case{1, 16, 16, false}, Case{9, 48, 4096, false}, Case{16, 1008, 512, true},
                        Case{17, 1008, 512, false}, Case{300, 96, 64, true},
                        Case{64, 4096, 4096, true}, Case{40, 256, 11008, false}}) {
-    const test::Fp8Weight w(test::randn<float>(size_t(c.N) * c.K, rng, 0.02f), c.N, c.K);
+    const test::Fp8Weight<> w(test::randn<float>(size_t(c.N) * c.K, rng, 0.02f), c.N, c.K);
     const auto x = test::randn<T>(size_t(c.M) * c.K, rng);
     std::vector<float> ref(size_t(c.M) * c.N);
     quant::cpu::fp8_linear(x.data(), w.ref(), ref.data(), c.M);

@@ -35,7 +35,7 @@ TYPED_TEST(Int8Cuda, DequantizeRowsIsOneRounding) {
   using T = TypeParam;
   std::mt19937 rng(12);
   const int N = 129, K = 4112;
-  const test::Int8Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
+  const test::Int8Weight<> w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
   std::vector<float> ref(size_t(N) * K);
   quant::cpu::dequantize_int8(w.ref(), ref.data());
   Dev<T> out(ref.size());

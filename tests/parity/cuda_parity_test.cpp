@@ -14,11 +14,12 @@
 //    a checkpoint written by the test.
 // Skips with a message on machines without a GPU (CI); runs on the device (scripts/gpu_tests.sh).
 #include <algorithm>
-#include <functional>
-#include <filesystem>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -489,13 +490,15 @@ struct QuantizedRun {
   bool decode_gemv = true;
   bool against_fp32 = false;
   bool case_scale = false;
+  bool split = true;  // also at the tensor-parallel degrees the fixture splits into
 };
 
 void expect_quantized_matches_cpu(const testing::ParityFixture& f, const std::string& name,
                                   const LoadedModel& model, const QuantizedRun& how) {
   const LoadedModel plain = load_model(f.model_dir);
   std::vector<int> degrees = {1};
-  for (int degree : split_degrees(model.desc)) degrees.push_back(degree);
+  if (how.split)
+    for (int degree : split_degrees(model.desc)) degrees.push_back(degree);
   auto cpu32 = make_cpu_backend(plain, {16, 256});
   for (int degree : degrees) {
     auto cpu = make_cpu_backend(model, {16, 256}, degree);
@@ -627,6 +630,28 @@ TEST_P(CudaHfParity, DynamicInt8MatchesCpuInt8) {
   const auto f = open_parity_fixture(GetParam());
   expect_quantized_matches_cpu(f, GetParam(), load_model(f.model_dir, dynamic_int8()),
                                {"int8", 1e-4, 0.0, 4.0});
+}
+
+// dynamic_int8 with a group size of 64 (scales [out, in / 64]): the grouped GEMV, W8A16 GEMM and
+// dequantized prefill against the CPU's grouped int8, with the per-channel test's bounds (a
+// grouped scale is never coarser than the row's, so q[s] only shrinks). Fixtures with a
+// projection whose input size 64 does not divide are refused at load, naming the group size.
+// Degree 1 only: the fixtures' 64-column inputs split into shards narrower than a group (refused,
+// tests/unit); the kernels see a rank's shard as a whole projection.
+TEST_P(CudaHfParity, DynamicInt8GroupedMatchesCpuGroupedInt8) {
+  REQUIRE_GPU();
+  const auto f = open_parity_fixture(GetParam());
+  std::optional<LoadedModel> model;
+  try {
+    model.emplace(load_model(f.model_dir, dynamic_int8(64)));
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("group size 64 does not divide"), std::string::npos)
+        << e.what();
+    return;
+  }
+  QuantizedRun how{"int8 grouped", 1e-4, 0.0, 4.0};
+  how.split = false;
+  expect_quantized_matches_cpu(f, GetParam(), *model, how);
 }
 
 // smoothquant (W8A8, alpha 0.5, calibrated on the fixture's own prompts and greedy paths: the

@@ -65,16 +65,22 @@ TEST(Quantize, DynamicInt8RunsOnCpuFromEverySpelling) {
   EXPECT_TRUE(contains(load(file).source_of("option.quantize_group_size").note, "per output channel"));
 }
 
-TEST(Quantize, CudaRunsDynamicInt8PerChannelAndRefusesWhatHasNoKernels) {
+TEST(Quantize, CudaRunsDynamicInt8PerChannelAndGroupsOf64OrMore) {
   TempModelDir dir("option.device=cuda\noption.quantize=dynamic_int8\n");
   EXPECT_EQ(load(dir, {}, 1, with_cuda()).quantize, Quantize::DynamicInt8);
   EXPECT_EQ(load(dir, {{"HF_MODEL_QUANTIZE", "dynamic_int8"}}, 1, with_cuda()).quantize,
             Quantize::DynamicInt8);
-  // Grouped int8: no CUDA kernels yet, refused by name.
   TempModelDir grouped("option.device=cuda\noption.quantize=dynamic_int8\noption.quantize_group_size=128\n");
-  const std::string g = error_of(grouped, {}, 1, with_cuda());
+  EXPECT_EQ(load(grouped, {}, 1, with_cuda()).quantize_group_size, 128);
+  // Groups under 64 columns: the CUDA kernels cannot scale them, refused by name (the CPU takes
+  // them).
+  TempModelDir small(
+      "option.device=cuda\noption.quantize=dynamic_int8\noption.quantize_group_size=32\n");
+  const std::string g = error_of(small, {}, 1, with_cuda());
   EXPECT_TRUE(contains(g, "option.quantize_group_size"));
-  EXPECT_TRUE(contains(g, "grouped int8 has no CUDA kernels yet"));
+  EXPECT_TRUE(contains(g, "groups of 64 or more"));
+  TempModelDir cpu("option.quantize=dynamic_int8\noption.quantize_group_size=32\n");
+  EXPECT_EQ(load(cpu).quantize_group_size, 32);
 }
 
 TEST(Quantize, LmiDtypeInt8MeansDynamicInt8With16BitActivations) {

@@ -92,17 +92,19 @@ struct Finisher {
         throw_error("{}: {} input columns do not fit W8A8's int8 GEMM (at most {})", label, L.in,
                     quant::kW8A8MaxIn);
       if (L.quant.smooth) smooth = smoothing(L, label);
-    } else if (!fp8 && L.quant.kind != QuantKind::W8A16PerChannel) {
-      throw_error("{}: option.quantize={}{} has no CUDA kernels yet; {}use option.device=cpu",
-                  label, L.quant.method(),
-                  L.quant.kind == QuantKind::W8A16Grouped
-                      ? " with option.quantize_group_size=" + std::to_string(L.quant.group)
-                      : std::string(),
-                  L.quant.kind == QuantKind::W8A16Grouped
-                      ? "on cuda dynamic_int8 is per output channel (leave "
-                        "option.quantize_group_size unset), or "
-                      : "");
+    } else if (!fp8 && L.quant.kind != QuantKind::W8A16PerChannel &&
+               L.quant.kind != QuantKind::W8A16Grouped) {
+      throw_error("{}: option.quantize={} has no CUDA kernels yet; use option.device=cpu", label,
+                  L.quant.method());
     }
+    // Grouped int8: the kernels take groups of a multiple of 64 input columns (gemm.h,
+    // byte_weight_gemm.h); the quantizer takes each group as a row of its own.
+    const int64_t group = L.quant.kind == QuantKind::W8A16Grouped ? L.quant.group : L.in;
+    if (group != L.in && (group % 64 != 0 || L.in % group != 0))
+      throw_error(
+          "{}: option.quantize_group_size={} on {} input columns: on cuda the group size "
+          "must be a multiple of 64 that divides every projection's input size",
+          label, group, L.in);
     // fp8: fp8_padded(out) rows of fp8_padded(in) codes (the FP8 GEMM's N and K), zero codes and
     // scales past `out` and `in`; W8A8: rows of w8a8_padded(in) codes (the int8 GEMM's K).
     const bool w8a8 = L.quant.kind == QuantKind::W8A8;
@@ -111,7 +113,7 @@ struct Finisher {
                        : w8a8 ? size_t(k::w8a8_padded(int(L.in)))
                               : size_t(L.in);
     L.q.values = DeviceBuffer<int8_t>(rows * row);
-    L.q.scales = DeviceBuffer<float>(rows);
+    L.q.scales = DeviceBuffer<float>(rows * size_t(L.in / group));
     count(L.q.values.bytes() + L.q.scales.bytes());
     if (fp8) {
       LMX_CUDA_CHECK(cudaMemset(L.q.values.get(), 0, L.q.values.bytes()));
@@ -127,6 +129,9 @@ struct Finisher {
         k::quantize_rows_e4m3<T>(weight, codes, L.q.scales.get(), int(L.out), int(L.in), int(row),
                                  nullptr);
       }
+    } else if (group != L.in) {  // [out, in] as [out x in / group, group]: a scale a row of it
+      k::quantize_rows_int8<T>(weight, nullptr, L.q.values.get(), L.q.scales.get(),
+                               int(L.out * (L.in / group)), int(group), nullptr);
     } else {
       k::quantize_rows_int8<T>(weight, smooth.empty() ? nullptr : smooth.get(), L.q.values.get(),
                                L.q.scales.get(), int(L.out), int(L.in), int(row), nullptr);

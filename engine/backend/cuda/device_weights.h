@@ -49,7 +49,7 @@ template <typename T>
 using DeviceNorm = Norm<DeviceBuffer<T>>;
 
 // L as the kernels take it (kernels/linear.h): the weight in T, or its int8 values / E4M3 codes
-// with their row scales; the bias when it has one.
+// with their row scales (or grouped scales: LinearQuant::group); the bias when it has one.
 template <typename T>
 kernels::LinearWeights<T> linear_view(const DeviceLinear<T>& L) {
   return {L.weight.empty() ? nullptr : L.weight.get(),
@@ -58,7 +58,8 @@ kernels::LinearWeights<T> linear_view(const DeviceLinear<T>& L) {
           int(L.in),
           L.q.values.empty() ? nullptr : L.q.values.get(),
           L.q.scales.empty() ? nullptr : L.q.scales.get(),
-          L.quant.kind == QuantKind::Fp8};
+          L.quant.kind == QuantKind::Fp8,
+          int(L.quant.group)};
 }
 
 template <typename T>
