@@ -47,8 +47,8 @@
 // - Grouped scales (dynamic_int8 with a group size, block-scaled fp8 checkpoints: one scale a row
 //   per group of k, a multiple of 64): a k-step's 64 k lie in one group, so its mma products of
 //   the lane's two rows are multiplied by their groups' scales before they join the sums. The
-//   scales are copied with the weights (4-byte cp.async into a ring of their own), so no load
-//   waits in the loop.
+//   scales are copied with the weights (4-byte cp.async into a ring of their own, each k-step's
+//   pair by one lane of the 4 that share it), so no load waits in the loop.
 //
 // Launchers allocate nothing and never synchronize (graph capture).
 #include <cuda_bf16.h>
@@ -129,11 +129,12 @@ struct Stream {
   // slots: conflict-free). Dynamic shared memory (more than the 48 KB a static array may have).
   static constexpr int kStageSlots = kSteps * 2 * kThreads;
   static constexpr int kRingBytes = kStages * kStageSlots * 16;
-  // Grouped scales (one a row per `group` k, group % 64 == 0): each k-step's two scales of the
-  // lane's rows, in a ring of their own beside the weights' ([kStages][kSteps][lo, hi][kThreads]
-  // floats), copied with the same commit groups.
-  static constexpr int kScaleStageSlots = kSteps * 2 * kThreads;
-  static constexpr int kScaleRingBytes = kStages * kScaleStageSlots * 4;
+  // Grouped scales (one a row per `group` k, group % 64 == 0): each k-step's two scales (rows g
+  // and g + 8) of a quad (the 4 lanes of one g), in a ring of their own beside the weights'
+  // ([kStages][quad][kSteps] float2), copied with the same commit groups, each k-step's by one
+  // lane of the quad.
+  static constexpr int kScaleStageSlots = kThreads / 4 * kSteps;  // float2 slots
+  static constexpr int kScaleRingBytes = kStages * kScaleStageSlots * 8;
   static_assert(kSteps >= 1 && kStages >= 2);
   static_assert(kRingBytes + kScaleRingBytes <= 200 * 1024,
                 "the rings and the block's static shared memory fit an SM");
@@ -416,7 +417,7 @@ struct WeightRing {
   const float* w_scale;  // [N, K / group] (kGrouped)
   Epilogue epi;  // by value: a reference to the kernel parameter would copy it to the stack
   uint4* slots;  // this lane's slot of stage 0, step 0, lo; the others kThreads apart
-  float* scale_slots;  // the same in the scale ring (kGrouped)
+  float2* quad_scales;  // the lane's quad's slots of stage 0 in the scale ring (kGrouped)
   int K, chunks, first, g, iters, total, group;
   int issued = 0, tile, it = 0;  // the next iteration to issue: its index, tile and iteration
 
@@ -426,7 +427,8 @@ struct WeightRing {
         w_scale(w_scale),
         epi(epi),
         slots(ring + threadIdx.x),
-        scale_slots(reinterpret_cast<float*>(ring + kStages * kStageSlots) + threadIdx.x),
+        quad_scales(reinterpret_cast<float2*>(ring + kStages * kStageSlots) +
+                    threadIdx.x / 4 * kSteps),
         K(K),
         chunks(K * int(sizeof(W)) / 16),
         first(first),
@@ -449,16 +451,21 @@ struct WeightRing {
         cp_async16_stream(stage + (2 * u) * kThreads, lo + u * kStride, in_row);
         cp_async16_stream(stage + (2 * u + 1) * kThreads, hi + u * kStride, in_row);
       }
-      if constexpr (kGrouped) {
-        const int groups = K / group;
-        float* scales = scale_slots + (issued % kStages) * S::kScaleStageSlots;
+      if constexpr (kGrouped) {  // lane t of the quad: k-steps t, t + 4, ...
+        const int groups = K / group, t = threadIdx.x % 4;
+        float2* scales = quad_scales + (issued % kStages) * S::kScaleStageSlots;
 #pragma unroll
-        for (int u = 0; u < kSteps; ++u) {
-          const int c = c0 + u * kStride;  // one byte a k: chunk c holds k 16c .. 16c + 15
+        for (int v = 0; v < (kSteps + 3) / 4; ++v) {
+          const int u = 4 * v + t;
+          // The k-step's first chunk (one byte a k: chunk c holds k 16c .. 16c + 15); K % 64 == 0,
+          // so its 4 chunks are all in the row or all past it.
+          const int c = c0 - t + u * kStride;
           const bool in_row = c < chunks;
           const int j = in_row ? c * 16 / group : 0;
-          cp_async4(scales + (2 * u) * kThreads, w_scale + size_t(rows.x) * groups + j, in_row);
-          cp_async4(scales + (2 * u + 1) * kThreads, w_scale + size_t(rows.y) * groups + j, in_row);
+          if (u < kSteps) {
+            cp_async4(&scales[u].x, w_scale + size_t(rows.x) * groups + j, in_row);
+            cp_async4(&scales[u].y, w_scale + size_t(rows.y) * groups + j, in_row);
+          }
         }
       }
       if (++it == iters) it = 0, tile += gridDim.x;
@@ -477,12 +484,14 @@ struct WeightRing {
       hi[u] = stage[(2 * u + 1) * kThreads];
     }
   }
-  // Iteration n's group scales (kGrouped; after take(n)): (row g, row g + 8) a k-step.
+  // Iteration n's group scales (kGrouped; after take(n)): (row g, row g + 8) a k-step. The
+  // quad's other lanes copied some: the warp-wide barrier after each lane's wait makes them
+  // visible, and keeps every lane's reads of a stage before any lane's next copy into it.
   __device__ void take_scales(int n, float2 (&scales)[kSteps]) const {
-    const float* stage = scale_slots + (n % kStages) * S::kScaleStageSlots;
+    __syncwarp();
+    const float2* stage = quad_scales + (n % kStages) * S::kScaleStageSlots;
 #pragma unroll
-    for (int u = 0; u < kSteps; ++u)
-      scales[u] = make_float2(stage[(2 * u) * kThreads], stage[(2 * u + 1) * kThreads]);
+    for (int u = 0; u < kSteps; ++u) scales[u] = stage[u];
   }
 };
 
