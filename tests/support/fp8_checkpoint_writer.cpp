@@ -123,4 +123,34 @@ std::map<std::string, TensorSpec> fp8_block_tensors(std::map<std::string, Tensor
   return t;
 }
 
+void vary_block_magnitudes(std::map<std::string, TensorSpec>& tensors) {
+  const float factors[] = {0.25f, 1.0f, 4.0f, 0.5f};
+  for (auto& [name, t] : tensors) {
+    if (t.shape.size() != 2 || name.find("layers") == std::string::npos) continue;
+    const int64_t in = t.shape[1];
+    for (size_t i = 0; i < t.values.size(); ++i)
+      t.values[i] *=
+          factors[size_t(int64_t(i) / in / kFp8Block + 3 * (int64_t(i) % in / kFp8Block)) % 4];
+  }
+}
+
+std::map<std::string, TensorSpec> dequantized_block_tensors(std::map<std::string, TensorSpec> t) {
+  std::vector<std::string> scales;
+  for (auto& [name, w] : t) {
+    if (w.dtype != "F8_E4M3") continue;
+    const TensorSpec& s = t.at(name + "_scale_inv");
+    const int64_t in = w.shape[1], cols = s.shape[1];
+    w.values.resize(w.bytes.size());
+    for (size_t i = 0; i < w.bytes.size(); ++i)
+      w.values[i] =
+          kernels::cpu::decode_e4m3(w.bytes[i]) *
+          s.values[size_t(int64_t(i) / in / kFp8Block * cols + int64_t(i) % in / kFp8Block)];
+    w.dtype = "F32";
+    w.bytes.clear();
+    scales.push_back(name + "_scale_inv");
+  }
+  for (const std::string& name : scales) t.erase(name);
+  return t;
+}
+
 }  // namespace lmx::testing

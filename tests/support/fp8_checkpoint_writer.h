@@ -35,6 +35,16 @@ std::map<std::string, TensorSpec> fp8_block_tensors(std::map<std::string, Tensor
                                                     int layers);
 inline constexpr int64_t kFp8Block = 128;
 
+// The decoder's weights (names with "layers") scaled by a factor a 128 x 128 block (1/4, 1, 4,
+// 1/2 in turn over block rows and columns), so that a row's blocks differ in magnitude: a
+// per-row scale then serves its small blocks poorly, a block scale each well.
+void vary_block_magnitudes(std::map<std::string, TensorSpec>& tensors);
+
+// A block-scaled checkpoint's tensors (fp8_block_tensors) with every F8_E4M3 weight replaced by
+// its dequantized values, e4m3(q) x scale_inv of its block, in F32 (the scales dropped): the
+// model the checkpoint stands for.
+std::map<std::string, TensorSpec> dequantized_block_tensors(std::map<std::string, TensorSpec> t);
+
 // One element of every row of every projection set to 1.5x the tensor's max |w| (with `columns`
 // > 0, one in each `columns` columns of every row): the rows of a tensor then share their max
 // |w|, so per-tensor and per-channel scales are the same number (and, with columns = 128, the

@@ -340,30 +340,10 @@ class Fp8BlockScaled : public ::testing::Test {
   void SetUp() override {
     config_ = block_model_config(256, 256, nullptr);
     Tensors fp32 = testing::tiny_llama_tensors(config_);
-    const float factors[] = {0.25f, 1.0f, 4.0f, 0.5f};
-    for (auto& [name, t] : fp32) {
-      if (t.shape.size() != 2 || name.find("layers") == std::string::npos) continue;
-      const int64_t in = t.shape[1];
-      for (size_t i = 0; i < t.values.size(); ++i)
-        t.values[i] *= factors[size_t(int64_t(i) / in / 128 + 3 * (int64_t(i) % in / 128)) % 4];
-    }
+    testing::vary_block_magnitudes(fp32);
     block_ = testing::fp8_block_tensors(fp32, 2);
     write_model(fp8_.path(), block_model_config(256, 256, testing::block_fp8_config()), block_);
-    // The dequantized weights, fp32.
-    Tensors dequantized = block_;
-    for (auto& [name, t] : dequantized) {
-      if (t.dtype != "F8_E4M3") continue;
-      const TensorSpec& s = block_.at(name + "_scale_inv");
-      const int64_t in = t.shape[1], cols = s.shape[1];
-      t.values.resize(t.bytes.size());
-      for (size_t i = 0; i < t.bytes.size(); ++i)
-        t.values[i] = kernels::cpu::decode_e4m3(t.bytes[i]) *
-                      s.values[size_t(int64_t(i) / in / 128 * cols + int64_t(i) % in / 128)];
-      t.dtype = "F32";
-      t.bytes.clear();
-      dequantized.erase(name + "_scale_inv");
-    }
-    write_model(dequantized_.path(), config_, dequantized);
+    write_model(dequantized_.path(), config_, testing::dequantized_block_tensors(block_));
   }
   json config_;
   Tensors block_;

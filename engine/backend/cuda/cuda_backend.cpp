@@ -366,7 +366,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-
   // One-byte weights with 16-bit activations past the GEMV's rows: the W8A16 GEMM (the bytes
   // widened in registers, kernels/byte_weight_gemm.h).
   //  - dynamic_int8 up to kByteGemmMaxRows rows, where it measured faster than expanding the
@@ -375,9 +374,13 @@ class CudaBackend final : public Backend {
   //    as the GEMV): decode steps of 12 and 16 rows took 5-8% less time than through the W8A8 FP8
   //    GEMM (which also quantizes the activations first), of 24 and 31 rows 2-7% more
   //    (bench/RESULTS.md); like the GEMV it reads the E4M3 codes with 16-bit activations.
+  //  - block-scaled fp8 (grouped E4M3 scales) at every row count: the FP8 GEMM's epilogue takes
+  //    one scale a row (kernels/fp8_linear.h), so those checkpoints' prefill reads the codes with
+  //    16-bit activations here as their decode does.
   static constexpr int kByteGemmMaxRows = 256;
   static constexpr int kFp8ByteGemmMaxRows = 16;
   bool byte_gemm(const kernels::LinearWeights<T>& w, int M) const {
+    if (byte_gemm_ && w.fp8() && w.grouped()) return k::ByteWeightGemm::supported(w.in);
     return byte_gemm_ && w.quantized() && byte_gemm_rows(w.fp8(), M, w.in);
   }
   bool byte_gemm_rows(bool e4m3, int M, int K) const {

@@ -97,14 +97,23 @@ struct Finisher {
       throw_error("{}: option.quantize={} has no CUDA kernels yet; use option.device=cpu", label,
                   L.quant.method());
     }
-    // Grouped int8: the kernels take groups of a multiple of 64 input columns (gemm.h,
-    // byte_weight_gemm.h); the quantizer takes each group as a row of its own.
-    const int64_t group = L.quant.kind == QuantKind::W8A16Grouped ? L.quant.group : L.in;
+    // Grouped scales (dynamic_int8 with a group size; a block-scaled fp8 checkpoint's, by row):
+    // the kernels take groups of a multiple of 64 input columns (gemm.h, byte_weight_gemm.h) in
+    // 16-bit activations (fp32: grouped int8 is expanded for cuBLAS; block-scaled fp8 is
+    // refused); the int8 quantizer takes each group as a row of its own.
+    const int64_t group = L.quant.group_for(L.in);
     if (group != L.in && (group % 64 != 0 || L.in % group != 0))
       throw_error(
           "{}: option.quantize_group_size={} on {} input columns: on cuda the group size "
           "must be a multiple of 64 that divides every projection's input size",
           label, group, L.in);
+    if (group != L.in && fp8 && std::is_same_v<T, float>)
+      throw_error(
+          "{}: a block-scaled fp8 checkpoint runs on cuda in fp16 or bf16 (option.dtype): "
+          "its kernels read the codes with 16-bit activations",
+          label);
+    if (group != L.in && fp8 && !L.quant.checkpoint_scales)
+      throw_error("{}: internal: grouped fp8 scales come only from a checkpoint", label);
     // fp8: fp8_padded(out) rows of fp8_padded(in) codes (the FP8 GEMM's N and K), zero codes and
     // scales past `out` and `in`; W8A8: rows of w8a8_padded(in) codes (the int8 GEMM's K).
     const bool w8a8 = L.quant.kind == QuantKind::W8A8;
@@ -120,8 +129,10 @@ struct Finisher {
       LMX_CUDA_CHECK(cudaMemset(L.q.scales.get(), 0, L.q.scales.bytes()));
       auto* codes = reinterpret_cast<uint8_t*>(L.q.values.get());
       if (const auto& given = L.quant.checkpoint_scales) {  // the checkpoint's codes, as stored
-        if (int64_t(given->size()) != L.out)
-          throw_error("{}: {} fp8 scales for {} rows", label, given->size(), L.out);
+        // [out, in / group]: one a row, or a block-scaled checkpoint's by row and column group.
+        if (int64_t(given->size()) != L.out * (L.in / group))
+          throw_error("{}: {} fp8 scales for {} rows of {} column groups", label, given->size(),
+                      L.out, L.in / group);
         k::encode_rows_e4m3<T>(weight, codes, int(L.out), int(L.in), int(row), nullptr);
         LMX_CUDA_CHECK(cudaMemcpy(L.q.scales.get(), given->data(), given->size() * sizeof(float),
                                   cudaMemcpyHostToDevice));
