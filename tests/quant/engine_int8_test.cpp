@@ -1,10 +1,8 @@
-// option.quantize=dynamic_int8 (and fp8) takes effect through the engine API (what lmx-server and the
-// plugin run): with each spelling of the setting the engine's greedy tokens are those of the
+// option.quantize=dynamic_int8 (and fp8) takes effect through the engine API (what lmx-server and
+// the plugin run): with each spelling of the setting the engine's greedy tokens are those of the
 // int8 CPU backend, which differ from fp32's on this prompt (a near-tie that int8 reorders, see
 // docs/quantization.md), so the test tells a quantized engine from an unquantized one.
-#include <future>
 #include <map>
-#include <mutex>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +13,7 @@
 #include "engine/model/quantization.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "properties/serving_config.h"
+#include "tests/support/served_tokens.h"
 
 namespace lmx {
 namespace {
@@ -25,26 +24,7 @@ constexpr const char* kPrompt = "One day, Mia found";
 constexpr int kNewTokens = 8;
 
 std::vector<int32_t> engine_tokens(std::map<std::string, std::string> env) {
-  const auto config = properties::load_serving_config(
-      kModel, properties::Environment::from_map(std::move(env), 0),
-      properties::EngineCapabilities::this_build());
-  auto engine = Engine::create(config);
-  std::mutex m;
-  std::vector<int32_t> ids;
-  std::promise<void> done;
-  EngineRequest r;
-  r.prompt = kPrompt;
-  r.params.max_new_tokens = kNewTokens;
-  r.params.ignore_eos = true;
-  engine->enqueue(std::move(r), [&](const RequestUpdate& u) {
-    std::lock_guard lock(m);
-    for (const GeneratedToken& t : u.tokens) ids.push_back(t.id);
-    EXPECT_TRUE(u.error.empty()) << u.error;
-    if (u.finished) done.set_value();
-  });
-  EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  std::lock_guard lock(m);
-  return ids;
+  return testing::served_greedy_tokens(kModel, std::move(env), kPrompt, kNewTokens);
 }
 
 std::vector<int32_t> backend_tokens(const LinearQuant& quant) {

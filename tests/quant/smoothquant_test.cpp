@@ -4,8 +4,6 @@
 // alpha search and plan, the calibration cache, and W8A8 end to end (backend and engine API).
 #include <cmath>
 #include <cstdlib>
-#include <future>
-#include <mutex>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -21,6 +19,7 @@
 #include "smoothquant/smoothing.h"
 #include "smoothquant/smoothquant.h"
 #include "tests/support/parity_fixtures.h"
+#include "tests/support/served_tokens.h"
 
 namespace lmx {
 namespace {
@@ -281,27 +280,7 @@ TEST(SmoothQuantApply, CacheIsWrittenThenRead) {
 
 std::vector<int32_t> engine_tokens(std::map<std::string, std::string> env,
                                    nlohmann::json* stats = nullptr) {
-  const auto config = properties::load_serving_config(
-      kModel, properties::Environment::from_map(std::move(env), 0),
-      properties::EngineCapabilities::this_build());
-  auto engine = Engine::create(config);
-  if (stats) *stats = engine->stats();
-  std::mutex mu;
-  std::vector<int32_t> ids;
-  std::promise<void> done;
-  EngineRequest r;
-  r.prompt = "Once upon a time";
-  r.params.max_new_tokens = 12;
-  r.params.ignore_eos = true;
-  engine->enqueue(std::move(r), [&](const RequestUpdate& u) {
-    std::lock_guard lock(mu);
-    for (const GeneratedToken& t : u.tokens) ids.push_back(t.id);
-    EXPECT_TRUE(u.error.empty()) << u.error;
-    if (u.finished) done.set_value();
-  });
-  EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
-  std::lock_guard lock(mu);
-  return ids;
+  return testing::served_greedy_tokens(kModel, std::move(env), "Once upon a time", 12, stats);
 }
 
 // The engine API (lmx-server, the plugin) runs what the CLI's load_quantized_model runs.
