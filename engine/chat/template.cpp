@@ -34,13 +34,19 @@ Value range(Interpreter& in, const CallArgs& a) {
   const int64_t stop = n.size() == 1 ? n[0] : n[1];
   const int64_t step = n.size() == 3 ? n[2] : 1;
   if (step == 0) in.fail("ValueError: range() arg 3 must not be zero");
-  const int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                                 : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // ceil(|stop - start| / |step|) in 128 bits: no pair of 64-bit bounds overflows it.
+  const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
+  const __int128 stride = step > 0 ? __int128(step) : -__int128(step);
+  const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
   // The sandbox's limit (jinja2.sandbox.MAX_RANGE).
   if (count > 100000)
     in.fail("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   List out;
-  for (int64_t i = 0; i < count; ++i) out.emplace_back(start + i * step);
+  int64_t v = start;
+  for (int i = 0; i < int(count); ++i) {
+    out.emplace_back(v);
+    if (i + 1 < int(count)) v += step;  // only between two elements, so never past stop
+  }
   return Value::list(std::move(out));
 }
 

@@ -256,6 +256,17 @@ TEST(ChatEngine, LimitsStopRunawayTemplates) {
                 .find("larger than"),
             std::string::npos);
   EXPECT_NE(error_of("{{ range(1000000) }}").find("Range too big"), std::string::npos);
+  // Bounds at the ends of int64 (a literal past it saturates): the length is computed without
+  // overflow (found by the chat_template fuzz target), and a short range near the top works.
+  EXPECT_NE(error_of("{{ range(9223372036854775807) }}").find("Range too big"), std::string::npos);
+  EXPECT_NE(
+      error_of("{{ range(-9223372036854775807, 9223372036854775807, 3) }}").find("Range too big"),
+      std::string::npos);
+  EXPECT_EQ(render("{{ range(9223372036854775805, 9223372036854775807) | list }}"),
+            "[9223372036854775805, 9223372036854775806]");
+  EXPECT_EQ(
+      render("{{ range(-9223372036854775807, 9223372036854775807, 9223372036854775807) | list }}"),
+      "[-9223372036854775807, 0]");
   const std::string deep = std::string(5000, '(') + "1" + std::string(5000, ')');
   EXPECT_NE(error_of("{{ " + deep + " }}").find("nests too deeply"), std::string::npos);
   std::string blocks;
