@@ -1,5 +1,6 @@
 #include "engine/chat/template.h"
 
+#include <cstdint>
 #include <ctime>
 
 #include "engine/chat/objects.h"
@@ -34,10 +35,11 @@ Value range(Interpreter& in, const CallArgs& a) {
   const int64_t stop = n.size() == 1 ? n[0] : n[1];
   const int64_t step = n.size() == 3 ? n[2] : 1;
   if (step == 0) in.fail("ValueError: range() arg 3 must not be zero");
-  // ceil(|stop - start| / |step|) in 128 bits: no pair of 64-bit bounds overflows it.
-  const __int128 span = step > 0 ? __int128(stop) - start : __int128(start) - stop;
-  const __int128 stride = step > 0 ? __int128(step) : -__int128(step);
-  const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
+  // ceil(|stop - start| / |step|) in unsigned 64 bits: exact for any int64 bounds, no overflow.
+  const uint64_t span = step > 0 ? (stop > start ? uint64_t(stop) - uint64_t(start) : 0)
+                                 : (start > stop ? uint64_t(start) - uint64_t(stop) : 0);
+  const uint64_t stride = step > 0 ? uint64_t(step) : 0 - uint64_t(step);
+  const uint64_t count = span / stride + (span % stride != 0 ? 1 : 0);
   // The sandbox's limit (jinja2.sandbox.MAX_RANGE).
   if (count > 100000)
     in.fail("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
