@@ -41,11 +41,8 @@ class ByteWeightGemm {
   ByteWeightGemm(const ByteWeightGemm&) = delete;
   ByteWeightGemm& operator=(const ByteWeightGemm&) = delete;
 
+  // Grouped scales (w.grouped()) besides: as kernels/linear.h's scale_groups_supported allows.
   static bool supported(int K) { return K > 0 && K % 16 == 0; }
-  // Grouped scales (w.grouped()): groups of a multiple of 64 k that divide K.
-  static bool group_supported(int group, int K) {
-    return group > 0 && group % 64 == 0 && K % group == 0;
-  }
 
   template <typename T, typename Out>
   void run(const T* x, const LinearWeights<T>& w, Out* y, int M, cudaStream_t stream);

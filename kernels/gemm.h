@@ -94,11 +94,10 @@ LinearTuning tune_linear(GemmContext& ctx, const T* const* weights, int count, c
 // fp8's E4M3 codes) with 16-bit activations: the same launchers read the bytes and scale each
 // output row by its q_scale (K % 16 == 0); the bytes streamed halve.
 // Grouped scales (w.grouped(): one a row per w.group k) multiply each group's products before
-// they are summed; the GEMV takes groups of a multiple of 64 k that divide K
-// (skinny_group_supported) and refuses others.
+// they are summed; the GEMV takes the groups scale_groups_supported allows (kernels/linear.h) and
+// refuses others.
 constexpr int kSkinnyMaxRows = 8;
 bool skinny_supported(int M, int K, bool byte_weights = false);
-bool skinny_group_supported(int group, int K);
 // y [M, N] = x [M, K] · w.weight^T; like linear, no bias (w.bias must be null).
 template <typename T>
 void skinny_linear(const T* x, const LinearWeights<T>& w, T* y, int M, cudaStream_t stream);

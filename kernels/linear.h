@@ -32,4 +32,12 @@ struct LinearWeights {
   LinearWeights without_bias() const { return {weight, nullptr, out, in, q, q_scale, e4m3, group}; }
 };
 
+// Grouped scales the CUDA one-byte kernels (the decode GEMV, kernels/gemm.h; the W8A16 GEMM,
+// kernels/byte_weight_gemm.h) can apply: they scale each 64-k step of a row once, so a group is a
+// multiple of kScaleGroupStep input columns and divides K. Others are refused.
+inline constexpr int kScaleGroupStep = 64;
+inline bool scale_groups_supported(int group, int K) {
+  return group > 0 && group % kScaleGroupStep == 0 && K % group == 0;
+}
+
 }  // namespace lmx::kernels

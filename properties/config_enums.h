@@ -25,6 +25,6 @@ std::string_view to_string(KvCacheDtype v);  // Fp8E4m3 -> "fp8_e4m3"
 // each projection's input size is checked when the model loads (docs/quantization.md).
 bool valid_quantize_group_size(long long n);
 inline constexpr std::string_view kQuantizeGroupSizeAllowed = "a power of two from 4 to 65536";
-inline constexpr int kCudaMinQuantizeGroupSize = 64;  // kernels/gemm.h: skinny_group_supported
+inline constexpr int kCudaMinQuantizeGroupSize = 64;  // kernels/linear.h: kScaleGroupStep
 
 }  // namespace lmx::properties

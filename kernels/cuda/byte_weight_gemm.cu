@@ -406,7 +406,7 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
   if (!supported(w.in) || !w.q_scale)
     throw std::invalid_argument("byte-weight GEMM: needs K % 16 == 0 and scales (K = " +
                                 std::to_string(w.in) + ")");
-  if (w.grouped() && !group_supported(w.group, w.in))
+  if (w.grouped() && !scale_groups_supported(w.group, w.in))
     throw std::invalid_argument("byte-weight GEMM: scales grouped by " + std::to_string(w.group) +
                                 " of K = " + std::to_string(w.in) +
                                 ": needs groups of a multiple of 64 that divide K");

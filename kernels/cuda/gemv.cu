@@ -707,7 +707,7 @@ void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M,
     throw std::invalid_argument(std::string("skinny linear: ") + kind +
                                 " weights need K % 16 == 0 and scales (K = " +
                                 std::to_string(w.in) + ")");
-  if (w.grouped() && !skinny_group_supported(w.group, w.in))
+  if (w.grouped() && !scale_groups_supported(w.group, w.in))
     throw std::invalid_argument(std::string("skinny linear: ") + kind + " weights grouped by " +
                                 std::to_string(w.group) + " of K = " + std::to_string(w.in) +
                                 ": the GEMV needs groups of a multiple of 64 that divide K");
@@ -729,10 +729,6 @@ void require_no_bias(const LinearWeights<T>& w, const char* launcher) {
 
 bool skinny_supported(int M, int K, bool byte_weights) {
   return M >= 1 && M <= kSkinnyMaxRows && K % (byte_weights ? 16 : 8) == 0;
-}
-
-bool skinny_group_supported(int group, int K) {
-  return group > 0 && group % 64 == 0 && K % group == 0;
 }
 
 template <typename T>

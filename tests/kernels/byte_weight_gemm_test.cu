@@ -109,7 +109,7 @@ TYPED_TEST(ByteWeightGemm, RefusesWhatItCannotRead) {
   EXPECT_THROW((gemm.run<T, T>(x.p, biased, y.p, 16, nullptr)), std::invalid_argument);
   const kernels::LinearWeights<T> in_t{dense.p, nullptr, 8, 48};
   EXPECT_THROW((gemm.run<T, T>(x.p, in_t, y.p, 16, nullptr)), std::invalid_argument);
-  EXPECT_FALSE(kc::ByteWeightGemm::group_supported(32, 256));
+  EXPECT_FALSE(kernels::scale_groups_supported(32, 256));
   Dev<T> x256(16 * 256);
   Dev<int8_t> q256(8 * 256);
   Dev<float> s256(8 * 8);

@@ -153,9 +153,9 @@ TYPED_TEST(ByteWeightGemv, RefusesGroupsItCannotScale) {
   LMX_REQUIRE_GPU();
   using T = typename TypeParam::T;
   using Weight = typename TypeParam::Weight;
-  EXPECT_TRUE(kc::skinny_group_supported(64, 256));
-  EXPECT_FALSE(kc::skinny_group_supported(32, 256));   // under a k-step's 64 columns
-  EXPECT_FALSE(kc::skinny_group_supported(128, 320));  // does not divide K
+  EXPECT_TRUE(kernels::scale_groups_supported(64, 256));
+  EXPECT_FALSE(kernels::scale_groups_supported(32, 256));   // under a k-step's 64 columns
+  EXPECT_FALSE(kernels::scale_groups_supported(128, 320));  // does not divide K
   Dev<T> x(256), y(8);
   Dev<int8_t> q(8 * 256);
   Dev<float> s(8 * 8);

@@ -259,11 +259,10 @@ class CudaBackend final : public Backend {
     if (size_t(w.out) * size_t(w.in) > dequant_.size())
       throw_error("internal: a {} x {} int8 projection exceeds the dequantization buffer ({})",
                   w.out, w.in, dequant_.size());
-    if (w.grouped())  // [out, in] as [out x in / group, group]: a scale a row of it
-      k::dequantize_rows_int8<T>(w.q, w.q_scale, dequant_.get(), w.out * (w.in / w.group), w.group,
-                                 stream_);
-    else
-      k::dequantize_rows_int8<T>(w.q, w.q_scale, dequant_.get(), w.out, w.in, stream_);
+    // [out, in] as [out x in / group, group]: a scale a row of it (group = in: one a row).
+    const int group = w.grouped() ? w.group : w.in;
+    k::dequantize_rows_int8<T>(w.q, w.q_scale, dequant_.get(), w.out * (w.in / group), group,
+                               stream_);
     return {dequant_.get(), w.bias, w.out, w.in};
   }
 

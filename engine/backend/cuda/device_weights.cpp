@@ -12,6 +12,7 @@
 #include "engine/model/quantization.h"
 #include "kernels/elementwise.h"
 #include "kernels/fp8_linear.h"
+#include "kernels/linear.h"
 #include "kernels/quantize.h"
 #include "kernels/row_dots.h"
 #include "kernels/w8a8.h"
@@ -102,17 +103,18 @@ struct Finisher {
     // 16-bit activations (fp32: grouped int8 is expanded for cuBLAS; block-scaled fp8 is
     // refused); the int8 quantizer takes each group as a row of its own.
     const int64_t group = L.quant.group_for(L.in);
-    if (group != L.in && (group % 64 != 0 || L.in % group != 0))
+    const bool grouped = group != L.in;
+    if (grouped && !kernels::scale_groups_supported(int(group), int(L.in)))
       throw_error(
           "{}: option.quantize_group_size={} on {} input columns: on cuda the group size "
-          "must be a multiple of 64 that divides every projection's input size",
-          label, group, L.in);
-    if (group != L.in && fp8 && std::is_same_v<T, float>)
+          "must be a multiple of {} that divides every projection's input size",
+          label, group, L.in, kernels::kScaleGroupStep);
+    if (grouped && fp8 && std::is_same_v<T, float>)
       throw_error(
           "{}: a block-scaled fp8 checkpoint runs on cuda in fp16 or bf16 (option.dtype): "
           "its kernels read the codes with 16-bit activations",
           label);
-    if (group != L.in && fp8 && !L.quant.checkpoint_scales)
+    if (grouped && fp8 && !L.quant.checkpoint_scales)
       throw_error("{}: internal: grouped fp8 scales come only from a checkpoint", label);
     // fp8: fp8_padded(out) rows of fp8_padded(in) codes (the FP8 GEMM's N and K), zero codes and
     // scales past `out` and `in`; W8A8: rows of w8a8_padded(in) codes (the int8 GEMM's K).
@@ -140,7 +142,7 @@ struct Finisher {
         k::quantize_rows_e4m3<T>(weight, codes, L.q.scales.get(), int(L.out), int(L.in), int(row),
                                  nullptr);
       }
-    } else if (group != L.in) {  // [out, in] as [out x in / group, group]: a scale a row of it
+    } else if (grouped) {  // [out, in] as [out x in / group, group]: a scale a row of it
       k::quantize_rows_int8<T>(weight, nullptr, L.q.values.get(), L.q.scales.get(),
                                int(L.out * (L.in / group)), int(group), nullptr);
     } else {
