@@ -13,7 +13,10 @@
 // For the rows the decode GEMV does not take (kernels/gemm.h: skinny_linear, up to 8): decode
 // batches and prefill. Small M splits K over several blocks (sums through an fp32 workspace, the
 // last block of a tile adds them in a fixed order, so results do not depend on timing) so that
-// the weight stream covers the GPU. Design: kernels/cuda/byte_weight_gemm.cu.
+// the weight stream covers the GPU. Two kernels: mma.sync (kernels/cuda/byte_weight_gemm.cu,
+// every GPU, grouped scales, up to 64 x rows a tile) and, on Hopper from 64 x rows, wgmma
+// (kernels/cuda/byte_weight_wgmma.cu), which widens each weight once a block instead of once a
+// warp and 8 x rows.
 //
 // One object per stream (its workspace is reused call after call, in stream order). run
 // allocates nothing and never synchronizes: graph-capturable. Needs K % 16 == 0, 16-byte aligned
@@ -29,14 +32,27 @@ namespace lmx::kernels::cuda {
 
 class ByteWeightGemm {
  public:
-  // Allocates the split-K workspace on the current device (`workspace_bytes` of fp32 partial
-  // sums; a call whose splits would not fit takes fewer). Few tiles split K until the grid has
-  // `blocks_per_sm` blocks an SM. One measured fastest (H100, Llama-2-7B shapes at 32 and 128
-  // rows: more splits add the fix-up's reads and its serial tail; bench/RESULTS.md).
-  // x rows a block's tile holds: the smallest of 8, 16, 32 and 64 that holds M, at most
-  // `max_tile_rows` (more rows take several tiles).
-  explicit ByteWeightGemm(size_t workspace_bytes = 16u << 20, int blocks_per_sm = 1,
-                          int max_tile_rows = 64);
+  struct Options {
+    // The split-K workspace (fp32 partial sums; a call whose splits would not fit takes fewer).
+    // Few tiles split K until the grid has `blocks_per_sm` blocks an SM (of the blocks an SM
+    // holds). One measured fastest (H100, Llama-2-7B shapes at 32 and 128 rows: more splits add
+    // the fix-up's reads and its serial tail; bench/RESULTS.md).
+    size_t workspace_bytes = 16u << 20;
+    int blocks_per_sm = 1;
+    // mma.sync kernel: x rows a tile, the smallest of 8, 16, 32 and 64 that holds M, at most
+    // `max_tile_rows` (more rows take several tiles).
+    int max_tile_rows = 64;
+    // From this many x rows on, on a Hopper GPU and for scales one a row, the wgmma kernel
+    // (kernels/cuda/byte_weight_wgmma.cu) where its tiles cover at least half the SMs (it never
+    // splits K); a value past any M keeps the mma.sync kernel.
+    int wgmma_min_rows = 64;
+    // The wgmma kernel's tile, x rows by weight rows (64 x 128, 128 x 128 or 128 x 256), for
+    // benchmarks; 0 x 0: chosen by M.
+    int wgmma_rows_m = 0, wgmma_rows_n = 0;
+  };
+  // Allocates the workspace on the current device.
+  ByteWeightGemm() : ByteWeightGemm(Options{}) {}
+  explicit ByteWeightGemm(const Options& options);
   ~ByteWeightGemm();
   ByteWeightGemm(const ByteWeightGemm&) = delete;
   ByteWeightGemm& operator=(const ByteWeightGemm&) = delete;
@@ -47,22 +63,24 @@ class ByteWeightGemm {
   template <typename T, typename Out>
   void run(const T* x, const LinearWeights<T>& w, Out* y, int M, cudaStream_t stream);
 
-  // How a call of this shape runs (run launches it; tests and benchmarks print it): x rows a
-  // tile, tiles along M and N, and the blocks a tile (K split in runs of stages_per_split
-  // stages).
+  // How a call of this shape runs (run launches it; tests and benchmarks print it): the kernel,
+  // x rows and weight rows a tile, tiles along M and N, and the blocks a tile (K split in runs of
+  // stages_per_split stages).
   struct Plan {
-    int rows_per_tile = 0, tiles_m = 0, tiles_n = 0, splits = 1, stages_per_split = 0;
+    bool wgmma = false;
+    int rows_per_tile = 0, weight_rows_per_tile = 0;
+    int tiles_m = 0, tiles_n = 0, splits = 1, stages_per_split = 0;
     int tiles() const { return tiles_m * tiles_n; }
   };
-  Plan plan(int M, int N, int K) const;
+  Plan plan(int M, int N, int K, bool grouped = false) const;
 
  private:
+  Options options_;
   float* partials_ = nullptr;  // [splits][M][N] fp32
   int* counters_ = nullptr;    // [kMaxSplitTiles]: blocks of a tile done; 0 between calls
   size_t partial_floats_ = 0;
-  int blocks_per_sm_ = 1;
-  int max_tile_rows_ = 64;
   int sms_ = 0;
+  bool hopper_ = false;  // compute capability 9.x: the wgmma kernel runs
 };
 
 }  // namespace lmx::kernels::cuda

@@ -11,6 +11,8 @@
 #           and 4 blocks an SM;
 #   tiles   (not by default) the benchmark at 64, 128 and 256 rows with x-row tiles of at most 32,
 #           64 and 128 rows.
+#   wgmma   (not by default) the benchmark at $WGMMA_ROWS (128,512,4096) rows with each tile of
+#           the wgmma kernel (64x128, 128x128, 128x256).
 # Logs under $OUT. Carry: .devdeps, .cache/shared_models.
 source "$(dirname "$0")/device_check_common.sh" byte-weight-gemm-check
 steps=${STEPS:-tests gemm bench parity}
@@ -46,6 +48,14 @@ if [[ " $steps " == *" tiles "* ]]; then
     step "lmx_bench_byte_weight_gemm --max-tile-rows $r"
     timeout "$(limit 60)" build-gpu/bin/lmx_bench_byte_weight_gemm --rows 64,128,256 --max-tile-rows "$r" \
       2>&1 | tee "$out/tiles_$r.txt" | sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/\| dequant.*\| int8/| int8/; s/\| e4m3.*//'
+  done
+fi
+if [[ " $steps " == *" wgmma "* ]]; then
+  for t in 64x128 128x128 128x256; do
+    step "lmx_bench_byte_weight_gemm --wgmma-tile $t"
+    timeout "$(limit 60)" build-gpu/bin/lmx_bench_byte_weight_gemm --rows "${WGMMA_ROWS:-128,512,4096}" \
+      --wgmma-tile "$t" 2>&1 | tee "$out/wgmma_$t.txt" |
+      sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/ \[fp16.*//'
   done
 fi
 if [[ " $steps " == *" bench "* ]]; then

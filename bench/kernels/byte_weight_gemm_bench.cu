@@ -12,6 +12,9 @@
 // time) and the speed-up over fp16.
 // Usage: lmx_bench_byte_weight_gemm [--rows 16,32,64,128,512,4096] [--shape NAME]
 //        [--blocks-per-sm B] [--max-tile-rows R] (ByteWeightGemm's split target and tile cap)
+//        [--wgmma-min-rows R] [--wgmma-tile MxN] (where the wgmma kernel starts; its tile)
+// The int8 column is what ByteWeightGemm plans (wgmma from 64 rows on Hopper), "int8 mma.sync"
+// the mma.sync kernel on the same call.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -70,7 +73,7 @@ struct Copies {
 };
 
 void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::ByteWeightGemm& bw,
-               k::Fp8Gemm<__half>& fp8, cudaStream_t stream) {
+               k::ByteWeightGemm& mma_only, k::Fp8Gemm<__half>& fp8, cudaStream_t stream) {
   const size_t wn = size_t(s.N) * s.K, xn = size_t(M) * s.K, yn = size_t(M) * s.N;
   const int n16 = copies_for(wn * 2), n8 = copies_for(wn);
   Copies w16, q8, e8, scales;
@@ -116,6 +119,9 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::ByteWeightGemm& bw
   const double int8_us =
       time_us([&](int i) { bw.run<__half, __half>(x, bytes(q8, i, false), y, M, stream); }, n8,
               stream);
+  const double mma_us =
+      time_us([&](int i) { mma_only.run<__half, __half>(x, bytes(q8, i, false), y, M, stream); },
+              n8, stream);
   const double e4m3_us =
       time_us([&](int i) { bw.run<__half, __half>(x, bytes(e8, i, true), y, M, stream); }, n8,
               stream);
@@ -135,11 +141,13 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::ByteWeightGemm& bw
     std::printf(" | %s %7.1f us %4.0f TF %5.0f GB/s %.2fx", name, us, flop / (us * 1e6),
                 weight_bytes / (us * 1e3), fp16_us / us);
   };
-  std::printf("%-8s %5d %5dx%-5d (tile %d x-rows, %d tiles, %d splits)", s.name, M, s.N, s.K,
-              plan.rows_per_tile, plan.tiles(), plan.splits);
+  std::printf("%-8s %5d %5dx%-5d (%s tile %d x %d, %d tiles, %d splits)", s.name, M, s.N, s.K,
+              plan.wgmma ? "wgmma" : "mma.sync", plan.rows_per_tile, plan.weight_rows_per_tile,
+              plan.tiles(), plan.splits);
   col("fp16", fp16_us, 2.0 * wn);
   col("dequant", dequant_us, double(wn));
   col("int8", int8_us, double(wn));
+  col("int8 mma.sync", mma_us, double(wn));
   col("e4m3", e4m3_us, double(wn));
   col("fp8 W8A8", fp8_linear_us, double(wn));
   std::printf(" [fp16: %s]\n", tuning.lt ? "cuBLASLt" : "default");
@@ -163,20 +171,27 @@ std::vector<int> parse_rows(const char* s) {
 int main(int argc, char** argv) {
   std::vector<int> rows = {16, 32, 64, 128, 512, 4096};
   const char* only = nullptr;
-  int blocks_per_sm = 1, max_tile_rows = 64;
+  k::ByteWeightGemm::Options options;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--rows") && i + 1 < argc) {
       rows = parse_rows(argv[++i]);
     } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       only = argv[++i];
     } else if (!std::strcmp(argv[i], "--blocks-per-sm") && i + 1 < argc) {
-      blocks_per_sm = std::atoi(argv[++i]);
+      options.blocks_per_sm = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--max-tile-rows") && i + 1 < argc) {
-      max_tile_rows = std::atoi(argv[++i]);
+      options.max_tile_rows = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--wgmma-min-rows") && i + 1 < argc) {
+      options.wgmma_min_rows = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--wgmma-tile") && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%dx%d", &options.wgmma_rows_m, &options.wgmma_rows_n) ==
+                   2) {
+      ++i;
     } else {
       std::fprintf(stderr,
                    "usage: lmx_bench_byte_weight_gemm [--rows 16,32,...] [--shape qkv|gate_up|"
-                   "down|o_proj|lm_head] [--blocks-per-sm B] [--max-tile-rows R]\n");
+                   "down|o_proj|lm_head] [--blocks-per-sm B] [--max-tile-rows R] "
+                   "[--wgmma-min-rows R] [--wgmma-tile MxN]\n");
       return 2;
     }
   }
@@ -186,11 +201,14 @@ int main(int argc, char** argv) {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   k::GemmContext ctx;
-  k::ByteWeightGemm bw(16u << 20, blocks_per_sm, max_tile_rows);
+  k::ByteWeightGemm bw(options);
+  k::ByteWeightGemm::Options mma_options = options;
+  mma_options.wgmma_min_rows = 1 << 30;  // the mma.sync kernel at every M, for comparison
+  k::ByteWeightGemm mma_only(mma_options);
   k::Fp8Gemm<__half> fp8(ctx.workspace(), ctx.workspace_bytes());
   for (int M : rows)
     for (const Shape& s : kShapes)
-      if (!only || !std::strcmp(only, s.name)) run_shape(s, M, ctx, bw, fp8, stream);
+      if (!only || !std::strcmp(only, s.name)) run_shape(s, M, ctx, bw, mma_only, fp8, stream);
   CHECK(cudaStreamDestroy(stream));
   return 0;
 }

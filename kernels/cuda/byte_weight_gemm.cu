@@ -30,12 +30,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "kernels/byte_weight_gemm.h"
+#include "kernels/cuda/byte_weight_gemm.cuh"
 #include "kernels/cuda/byte_weights.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cp_async.cuh"
@@ -45,11 +47,12 @@
 namespace lmx::kernels::cuda {
 namespace {
 
+using byte_gemm::Args;
+using byte_gemm::tile_of;
+
 constexpr int kGroupK = 64;  // k a lane-group step: 16 bytes of a weight row a lane, 4 lanes
 constexpr int kMaxSplits = 8;
 constexpr int kMinStagesPerSplit = 4;
-constexpr int kMaxSplitTiles = 4096;  // tiles a split call may have (its counters)
-constexpr int kTileGroup = 8;         // x-row tiles a group of blocks shares (L2 reuse)
 
 // A block's shape: kWarpsN x kWarpsM warps, each multiplying kTilesN 16-row weight tiles by
 // kTilesM 8-row x tiles, over stages of kStageK k (kStageK bytes of a weight row, 2 kStageK of
@@ -101,30 +104,6 @@ void with_config(int M, int max_rows, F&& f) {
   f(Rows64{});
 }
 
-template <typename T, typename Out>
-struct Args {
-  const T* x;         // [M, K]
-  const uint8_t* q;   // [N, K] bytes
-  const float* scale;  // [N], or [N, K / group] when group > 0
-  Out* y;             // [M, N]
-  int M, N, K;
-  int group;  // k a scale covers (a multiple of kGroupK dividing K); 0: one scale a row
-  int tiles_m, tiles_n;
-  int splits, stages_per_split;  // stages (kStageK k each) a split covers
-  float* partials;               // [splits][M][N] when splits > 1
-  int* counters;                 // [tiles] when splits > 1
-};
-
-// Tile `pid` of the grid as (x-row tile, weight-row tile), x-row tiles in groups of kTileGroup.
-__device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int& tm, int& tn) {
-  const int per_group = kTileGroup * tiles_n;
-  const int first = pid / per_group * kTileGroup;
-  const int size = min(tiles_m - first, kTileGroup);
-  const int in_group = pid % per_group;
-  tm = first + in_group % size;
-  tn = in_group / size;
-}
-
 // c += the 16 x 8 product over a quad's 32 k (8 a lane): w_lo / w_hi (the lane's 8 k of weight
 // rows g and g + 8, as T) against xv (the same 8 k of x row g); two mma, 4 k of the lane's each.
 template <typename T>
@@ -135,18 +114,9 @@ __device__ __forceinline__ void mma_chunk(float (&c)[4], const uint4& w_lo, cons
   mma_m16n8k16<T>(c, a1, xv.z, xv.w);
 }
 
-template <typename Out>
-__device__ __forceinline__ void store(Out* y, size_t i, float v) {
-  if constexpr (std::is_same_v<Out, float>)
-    y[i] = v;
-  else
-    y[i] = detail::from_f<Out>(v);
-}
-
 template <typename C, typename T, typename W, typename Out, bool kGrouped>
 __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Args<T, Out> a) {
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ int last_block;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int warp_n = warp % C::kWarpsN, warp_m = warp / C::kWarpsN;
   int tile_m, tile_n;
@@ -300,7 +270,7 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
   cp_async_wait<0>();
 
   // acc[i][j]: y[m][n], y[m + 1][n], y[m][n + 8], y[m + 1][n + 8] with n the tile's weight row g
-  // and m its x row 2t. for_each(f): f(m, n, value) for each of them inside [M, N].
+  // and m its x row 2t. for_each(f): f(m, n, float& v) for each of them inside [M, N].
   auto for_each = [&](auto&& f) {
 #pragma unroll
     for (int i = 0; i < C::kTilesN; ++i) {
@@ -316,28 +286,7 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
       }
     }
   };
-  if (a.splits > 1) {
-    const size_t MN = size_t(a.M) * a.N;
-    for_each([&](int m, int n, float v) { __stcg(a.partials + split * MN + size_t(m) * a.N + n, v); });
-    __threadfence();  // this block's sums are visible before its count
-    __syncthreads();
-    const int tile = blockIdx.x;
-    if (threadIdx.x == 0) last_block = atomicAdd(a.counters + tile, 1) == a.splits - 1;
-    __syncthreads();
-    if (!last_block) return;
-    __threadfence();
-    // Every split's sums in split order, this block's own from memory too: the same fp32 adds
-    // whichever block came last.
-    for_each([&](int m, int n, float& v) {
-      const size_t i = size_t(m) * a.N + n;
-      v = __ldcg(a.partials + i);
-      for (int s = 1; s < a.splits; ++s) v += __ldcg(a.partials + s * MN + i);
-    });
-    if (threadIdx.x == 0) a.counters[tile] = 0;  // every other block of the tile has counted
-  }
-  for_each([&](int m, int n, float v) {
-    store(a.y, size_t(m) * a.N + n, kGrouped ? v : v * a.scale[n]);
-  });
+  byte_gemm::finish_tile<kGrouped>(a, split, for_each);
 }
 
 template <typename C, typename T, typename W, typename Out>
@@ -351,17 +300,25 @@ void launch(const Args<T, Out>& args, cudaStream_t stream) {
 
 }  // namespace
 
-ByteWeightGemm::ByteWeightGemm(size_t workspace_bytes, int blocks_per_sm, int max_tile_rows)
-    : partial_floats_(workspace_bytes / sizeof(float)),
-      blocks_per_sm_(std::max(1, blocks_per_sm)),
-      max_tile_rows_(std::max(1, max_tile_rows)) {
-  int dev = 0;
+ByteWeightGemm::ByteWeightGemm(const Options& options)
+    : options_(options), partial_floats_(options.workspace_bytes / sizeof(float)) {
+  options_.blocks_per_sm = std::max(1, options_.blocks_per_sm);
+  options_.max_tile_rows = std::max(1, options_.max_tile_rows);
+  const byte_gemm::WgmmaShape forced{options_.wgmma_rows_m, options_.wgmma_rows_n};
+  if ((forced.rows_m != 0 || forced.rows_n != 0) && !byte_gemm::wgmma_shape_exists(forced))
+    throw std::invalid_argument("byte-weight GEMM: no wgmma tile of " +
+                                std::to_string(forced.rows_m) + " x " +
+                                std::to_string(forced.rows_n) +
+                                " x rows by weight rows (64 x 128, 128 x 128, 128 x 256)");
+  int dev = 0, major = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  hopper_ = major == 9;
   if (e == cudaSuccess && partial_floats_ > 0)
     e = cudaMalloc(&partials_, partial_floats_ * sizeof(float));
-  if (e == cudaSuccess) e = cudaMalloc(&counters_, kMaxSplitTiles * sizeof(int));
-  if (e == cudaSuccess) e = cudaMemset(counters_, 0, kMaxSplitTiles * sizeof(int));
+  if (e == cudaSuccess) e = cudaMalloc(&counters_, byte_gemm::kMaxSplitTiles * sizeof(int));
+  if (e == cudaSuccess) e = cudaMemset(counters_, 0, byte_gemm::kMaxSplitTiles * sizeof(int));
   if (e != cudaSuccess) {
     cudaFree(partials_);
     cudaFree(counters_);
@@ -374,19 +331,67 @@ ByteWeightGemm::~ByteWeightGemm() {
   cudaFree(counters_);
 }
 
-ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K) const {
+namespace {
+
+// The wgmma kernel's tile for an M x N call, or 0 x 0 for the mma.sync kernel: on Hopper, from
+// options.wgmma_min_rows rows, scales one a row. Of its tiles, the one with the least time by
+// rounds x cost: rounds = ceil(tiles / (SMs x the tile's blocks an SM)), cost a round relative to
+// 128 x 128 as measured (H100, Llama-2-7B projections at 128 to 4096 rows, bench/RESULTS.md):
+// 64 x 128 (two an SM) 1.1, 128 x 128 1.0, 128 x 256 1.6 (up to 64 rows: 64 x 128 only). Its
+// K is never split (split sums made
+// o and down 1.5-6x slower there), so a call whose best tile leaves more than half the SMs
+// without a tile (N = 4096 at 64-256 rows) takes the mma.sync kernel, which splits K.
+byte_gemm::WgmmaShape wgmma_shape(const ByteWeightGemm::Options& o, bool hopper, int sms, int M,
+                                  int N, bool grouped) {
+  if (!hopper || grouped || M < o.wgmma_min_rows) return {};
+  if (o.wgmma_rows_m != 0) return {o.wgmma_rows_m, o.wgmma_rows_n};
+  struct Candidate {
+    byte_gemm::WgmmaShape shape;
+    double cost;
+  };
+  constexpr Candidate kCandidates[] = {{{64, 128}, 1.1}, {{128, 128}, 1.0}, {{128, 256}, 1.6}};
+  auto tiles = [&](byte_gemm::WgmmaShape s) {
+    return double((M + s.rows_m - 1) / s.rows_m) * double((N + s.rows_n - 1) / s.rows_n);
+  };
+  const Candidate* best = nullptr;
+  double best_time = 0.0;
+  for (const Candidate& c : kCandidates) {
+    // Up to 64 rows only the 64-row tile: a 128-row one multiplies as many zero rows as real
+    // ones (qkv at 64 rows: 55.5 against 51.3 us).
+    if (M <= 64 && c.shape.rows_m > 64) continue;
+    const double slots = double(std::max(1, sms)) * byte_gemm::wgmma_blocks_per_sm(c.shape);
+    const double time = std::ceil(tiles(c.shape) / slots) * c.cost;
+    if (!best || time < best_time) best = &c, best_time = time;
+  }
+  if (2.0 * tiles(best->shape) < double(std::max(1, sms))) return {};
+  return best->shape;
+}
+
+}  // namespace
+
+ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) const {
   Plan p;
+  if (const auto shape = wgmma_shape(options_, hopper_, sms_, M, N, grouped); shape.rows_m != 0) {
+    p.wgmma = true;
+    p.rows_per_tile = shape.rows_m;
+    p.weight_rows_per_tile = shape.rows_n;
+    p.tiles_m = (M + p.rows_per_tile - 1) / p.rows_per_tile;
+    p.tiles_n = (N + p.weight_rows_per_tile - 1) / p.weight_rows_per_tile;
+    p.stages_per_split = (K + byte_gemm::kWgmmaStageK - 1) / byte_gemm::kWgmmaStageK;
+    return p;
+  }
   int stages = 0;
-  with_config(M, max_tile_rows_, [&](auto c) {
+  with_config(M, options_.max_tile_rows, [&](auto c) {
     using C = decltype(c);
     p.rows_per_tile = C::kRowsM;
-    p.tiles_m = (M + C::kRowsM - 1) / C::kRowsM;
-    p.tiles_n = (N + C::kRowsN - 1) / C::kRowsN;
+    p.weight_rows_per_tile = C::kRowsN;
     stages = (K + C::kStageK - 1) / C::kStageK;
   });
-  const int target = std::max(1, sms_) * blocks_per_sm_;
+  p.tiles_m = (M + p.rows_per_tile - 1) / p.rows_per_tile;
+  p.tiles_n = (N + p.weight_rows_per_tile - 1) / p.weight_rows_per_tile;
+  const int target = std::max(1, sms_) * options_.blocks_per_sm;
   int splits = std::min({target / std::max(1, p.tiles()), kMaxSplits, stages / kMinStagesPerSplit});
-  if (p.tiles() > kMaxSplitTiles) splits = 1;
+  if (p.tiles() > byte_gemm::kMaxSplitTiles) splits = 1;
   while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
   splits = std::max(1, splits);
   // No empty split: as many as the stages a split covers need.
@@ -411,23 +416,29 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
                                 " of K = " + std::to_string(w.in) +
                                 ": needs groups of a multiple of 64 that divide K");
   if (M <= 0 || w.out <= 0) return;
-  const Plan p = plan(M, w.out, w.in);
-  with_config(M, max_tile_rows_, [&](auto c) {
+  const Plan p = plan(M, w.out, w.in, w.grouped());
+  const Args<T, Out> args{x,
+                          reinterpret_cast<const uint8_t*>(w.q),
+                          w.q_scale,
+                          y,
+                          M,
+                          w.out,
+                          w.in,
+                          w.grouped() ? w.group : 0,
+                          p.tiles_m,
+                          p.tiles_n,
+                          p.splits,
+                          p.stages_per_split,
+                          partials_,
+                          counters_};
+  if (p.wgmma) {
+    const byte_gemm::WgmmaShape shape{p.rows_per_tile, p.weight_rows_per_tile};
+    if (w.fp8())
+      return byte_gemm::launch_wgmma<T, KvFp8, Out>(args, shape, stream);
+    return byte_gemm::launch_wgmma<T, int8_t, Out>(args, shape, stream);
+  }
+  with_config(M, options_.max_tile_rows, [&](auto c) {
     using C = decltype(c);
-    const Args<T, Out> args{x,
-                            reinterpret_cast<const uint8_t*>(w.q),
-                            w.q_scale,
-                            y,
-                            M,
-                            w.out,
-                            w.in,
-                            w.grouped() ? w.group : 0,
-                            p.tiles_m,
-                            p.tiles_n,
-                            p.splits,
-                            p.stages_per_split,
-                            partials_,
-                            counters_};
     if (w.fp8())
       launch<C, T, KvFp8, Out>(args, stream);
     else

@@ -1,9 +1,13 @@
 // The W8A16 GEMM (kernels/byte_weight_gemm.h) on int8 (dynamic_int8) and E4M3 (fp8) weights,
 // fp16 and bf16 activations, against the weights-only reference (tests/kernels/quantized_weights.h):
-//  - every block shape (x rows <= 8, 16, 32, 64, more) at odd M, N and K, a K split over several
-//    blocks, more than 8 x-row tiles: within one rounding to T (fp32 out: 1e-5);
+//  - both kernels: mma.sync at every block shape (x rows <= 8, 16, 32, 64, more) and, on Hopper,
+//    wgmma at each of its tiles (64 x 128, 128 x 128, 128 x 256 x rows by weight rows, made to run
+//    from one row), at odd M, N and K, a K split over several blocks, more than 8 x-row tiles:
+//    within one rounding to T (fp32 out: 2e-5);
+//  - on Hopper the plan takes wgmma from 64 rows (scales one a row) where its tiles cover half
+//    the SMs or more, mma.sync below, for fewer tiles and for grouped scales;
 //  - a split call gives the same bits every time (its sums are added in split order) and leaves
-//    its tile counts at zero for the next call;
+//    its tile counts at zero for the next call, in both kernels;
 //  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
 //    shapes whose K holds whole groups;
 //  - K not a multiple of 16, groups of under 64 columns, weights in T and a bias are refused, not
@@ -14,7 +18,9 @@
 #include <cstdint>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -37,6 +43,31 @@ const std::vector<std::tuple<int, int, std::vector<int>>> kCases = {
     {7, 48, {1, 9, 33, 130}},        {33, 4112, {17, 64, 65}},  {1000, 512, {16, 32, 300}},
     {4096, 4096, {32}},              {129, 11008, {24, 129}},   {200, 256, {1100}}};
 
+using Options = kc::ByteWeightGemm::Options;
+
+// The kernels and tiles a case runs through: what the plan picks, mma.sync alone, and each wgmma
+// tile from one row on (mma.sync where the GPU is not a Hopper).
+std::vector<std::pair<std::string, Options>> kernel_choices() {
+  Options planned, mma_only, wg64x128, wg128x128, wg128x256;
+  mma_only.wgmma_min_rows = 1 << 30;
+  for (auto* o : {&wg64x128, &wg128x128, &wg128x256}) o->wgmma_min_rows = 1;
+  wg64x128.wgmma_rows_m = 64, wg64x128.wgmma_rows_n = 128;
+  wg128x128.wgmma_rows_m = 128, wg128x128.wgmma_rows_n = 128;
+  wg128x256.wgmma_rows_m = 128, wg128x256.wgmma_rows_n = 256;
+  return {{"planned", planned},
+          {"mma.sync", mma_only},
+          {"wgmma 64x128", wg64x128},
+          {"wgmma 128x128", wg128x128},
+          {"wgmma 128x256", wg128x256}};
+}
+
+bool hopper() {
+  int dev = 0, major = 0;
+  return cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+         major == 9;
+}
+
 template <typename C>
 class ByteWeightGemm : public ::testing::Test {};
 TYPED_TEST_SUITE(ByteWeightGemm, test::ByteWeightCases);
@@ -46,28 +77,50 @@ TYPED_TEST(ByteWeightGemm, MatchesTheWeightsOnlyReference) {
   using T = typename TypeParam::T;
   using Weight = typename TypeParam::Weight;
   std::mt19937 rng(21);
-  kc::ByteWeightGemm gemm;
-  for (const auto& [N, K, rows] : kCases) {
-    if (!Weight::takes(K)) continue;  // grouped scales: the shapes whose K holds whole groups
-    const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-    for (int M : rows) {
-      const auto x = test::randn<T>(size_t(M) * K, rng);
-      const auto ref = w.weights_only(x, M);
-      Dev<T> dx(x.size()), dy(ref.size());
-      Dev<float> dy32(ref.size());
-      dx.upload(x);
-      gemm.run<T, T>(dx.p, w.template view<T>(), dy.p, M, nullptr);
-      gemm.run<T, float>(dx.p, w.template view<T>(), dy32.p, M, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      const auto plan = gemm.plan(M, N, K);
-      const std::string what = std::string(Weight::kName) + " " + std::to_string(M) + "x" +
-                               std::to_string(N) + "x" + std::to_string(K) + " (x rows a tile " +
-                               std::to_string(plan.rows_per_tile) + ", splits " +
-                               std::to_string(plan.splits) + ")";
-      EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << what;
-      EXPECT_LT(rel_l2(dy32.download_f(), ref), 1e-5) << "fp32 out " << what;
+  for (const auto& [kernel, options] : kernel_choices()) {
+    kc::ByteWeightGemm gemm(options);
+    for (const auto& [N, K, rows] : kCases) {
+      if (!Weight::takes(K)) continue;  // grouped scales: the shapes whose K holds whole groups
+      const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
+      for (int M : rows) {
+        const auto x = test::randn<T>(size_t(M) * K, rng);
+        const auto ref = w.weights_only(x, M);
+        Dev<T> dx(x.size()), dy(ref.size());
+        Dev<float> dy32(ref.size());
+        dx.upload(x);
+        gemm.run<T, T>(dx.p, w.template view<T>(), dy.p, M, nullptr);
+        gemm.run<T, float>(dx.p, w.template view<T>(), dy32.p, M, nullptr);
+        LMX_CUDA_OK(cudaDeviceSynchronize());
+        const auto plan = gemm.plan(M, N, K, Weight::kGroup > 0);
+        const std::string what =
+            kernel + ": " + Weight::kName + " " + std::to_string(M) + "x" + std::to_string(N) +
+            "x" + std::to_string(K) + " (" + (plan.wgmma ? "wgmma" : "mma.sync") + ", tile " +
+            std::to_string(plan.rows_per_tile) + " x " + std::to_string(plan.weight_rows_per_tile) +
+            ", splits " + std::to_string(plan.splits) + ")";
+        EXPECT_LT(rel_l2(dy.download_f(), ref), Tol<T>::rel) << what;
+        // fp32 out: the wgmma kernel sums all of K in one fp32 chain (1.1-1.2e-5 measured at
+        // K = 11008 with fp16 x, H100), mma.sync in several.
+        EXPECT_LT(rel_l2(dy32.download_f(), ref), 2e-5) << "fp32 out " << what;
+      }
     }
   }
+}
+
+TYPED_TEST(ByteWeightGemm, HopperTakesWgmmaFromSixtyFourRowsWhereItsTilesFillTheGpu) {
+  LMX_REQUIRE_GPU();
+  using Weight = typename TypeParam::Weight;
+  const kc::ByteWeightGemm gemm;
+  const bool grouped = Weight::kGroup > 0;
+  EXPECT_FALSE(gemm.plan(63, 12288, 4096, grouped).wgmma);
+  for (int M : {64, 128, 256, 512, 4096}) {
+    const auto plan = gemm.plan(M, 12288, 4096, grouped);  // Llama-2-7B's qkv
+    EXPECT_EQ(plan.wgmma, hopper() && !grouped) << M << " rows";
+    if (plan.wgmma) EXPECT_EQ(plan.splits, 1) << M << " rows";
+  }
+  // 4096 weight rows at 128 x rows: 32 tiles of 128 x 128 leave most SMs idle; mma.sync splits K.
+  const auto narrow = gemm.plan(128, 4096, 4096, grouped);
+  EXPECT_FALSE(narrow.wgmma);
+  EXPECT_GT(narrow.splits, 1);
 }
 
 TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
@@ -75,22 +128,25 @@ TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
   using T = typename TypeParam::T;
   using Weight = typename TypeParam::Weight;
   std::mt19937 rng(22);
-  kc::ByteWeightGemm gemm;
-  const int M = 24, N = 4096, K = 4096;
-  ASSERT_GT(gemm.plan(M, N, K).splits, 1) << "the shape no longer splits K: pick one that does";
+  const int N = 4096, K = 4096;
   const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-  const auto x = test::randn<T>(size_t(M) * K, rng);
-  Dev<T> dx(x.size());
-  dx.upload(x);
-  Dev<float> first(size_t(M) * N), again(size_t(M) * N);
-  gemm.run<T, float>(dx.p, w.template view<T>(), first.p, M, nullptr);
-  for (int i = 0; i < 5; ++i) {
-    again.poison();  // a tile whose count was left non-zero would never be stored: NaN stays
-    gemm.run<T, float>(dx.p, w.template view<T>(), again.p, M, nullptr);
-    LMX_CUDA_OK(cudaDeviceSynchronize());
-    ASSERT_EQ(again.download_f(), first.download_f()) << "call " << i + 2;
+  for (const int M : {24, 64}) {  // mma.sync's tiles of 32 and 64 x rows (wgmma never splits)
+    kc::ByteWeightGemm gemm;
+    ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
+        << M << " rows no longer split K: pick a shape that does";
+    const auto x = test::randn<T>(size_t(M) * K, rng);
+    Dev<T> dx(x.size());
+    dx.upload(x);
+    Dev<float> first(size_t(M) * N), again(size_t(M) * N);
+    gemm.run<T, float>(dx.p, w.template view<T>(), first.p, M, nullptr);
+    for (int i = 0; i < 5; ++i) {
+      again.poison();  // a tile whose count was left non-zero would never be stored: NaN stays
+      gemm.run<T, float>(dx.p, w.template view<T>(), again.p, M, nullptr);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      ASSERT_EQ(again.download_f(), first.download_f()) << M << " rows, call " << i + 2;
+    }
+    EXPECT_LT(rel_l2(first.download_f(), w.weights_only(x, M)), 1e-5) << M << " rows";
   }
-  EXPECT_LT(rel_l2(first.download_f(), w.weights_only(x, M)), 1e-5);
 }
 
 TYPED_TEST(ByteWeightGemm, RefusesWhatItCannotRead) {
@@ -98,6 +154,9 @@ TYPED_TEST(ByteWeightGemm, RefusesWhatItCannotRead) {
   using T = typename TypeParam::T;
   using Weight = typename TypeParam::Weight;
   kc::ByteWeightGemm gemm;
+  Options no_such_tile;
+  no_such_tile.wgmma_rows_m = 64, no_such_tile.wgmma_rows_n = 256;
+  EXPECT_THROW(kc::ByteWeightGemm{no_such_tile}, std::invalid_argument);
   EXPECT_FALSE(kc::ByteWeightGemm::supported(40));
   EXPECT_TRUE(kc::ByteWeightGemm::supported(48));
   Dev<T> x(16 * 48), y(16 * 8), bias(8), dense(8 * 48);

@@ -367,8 +367,11 @@ class CudaBackend final : public Backend {
  private:
   // One-byte weights with 16-bit activations past the GEMV's rows: the W8A16 GEMM (the bytes
   // widened in registers, kernels/byte_weight_gemm.h).
-  //  - dynamic_int8 up to kByteGemmMaxRows rows, where it measured faster than expanding the
-  //    projection for cuBLAS; more rows (prefill) and K % 16 != 0 take dense() and cuBLAS.
+  //  - dynamic_int8 up to kByteGemmMaxRows rows, and up to kWgmmaByteGemmMaxRows where the GEMM
+  //    runs its wgmma kernel (Hopper), where they measured faster than expanding the projection
+  //    for cuBLAS (at 512 rows wgmma took 0.72-0.92x the expansion's time on every Llama-2-7B
+  //    projection, at 4096 1.45-1.66x: bench/RESULTS.md); more rows (prefill) and K % 16 != 0
+  //    take dense() and cuBLAS.
   //  - fp8 up to kFp8ByteGemmMaxRows rows, on the decode path (CudaBackendOptions::skinny_gemv,
   //    as the GEMV): decode steps of 12 and 16 rows took 5-8% less time than through the W8A8 FP8
   //    GEMM (which also quantizes the activations first), of 24 and 31 rows 2-7% more
@@ -377,14 +380,17 @@ class CudaBackend final : public Backend {
   //    one scale a row (kernels/fp8_linear.h), so those checkpoints' prefill reads the codes with
   //    16-bit activations here as their decode does.
   static constexpr int kByteGemmMaxRows = 256;
+  static constexpr int kWgmmaByteGemmMaxRows = 512;
   static constexpr int kFp8ByteGemmMaxRows = 16;
   bool byte_gemm(const kernels::LinearWeights<T>& w, int M) const {
     if (byte_gemm_ && w.fp8() && w.grouped()) return k::ByteWeightGemm::supported(w.in);
-    return byte_gemm_ && w.quantized() && byte_gemm_rows(w.fp8(), M, w.in);
+    return w.quantized() && byte_gemm_rows(w, M);
   }
-  bool byte_gemm_rows(bool e4m3, int M, int K) const {
-    if (!kSkinnyGemv<T> || !k::ByteWeightGemm::supported(K)) return false;
-    return e4m3 ? opts_.skinny_gemv && M <= kFp8ByteGemmMaxRows : M <= kByteGemmMaxRows;
+  bool byte_gemm_rows(const kernels::LinearWeights<T>& w, int M) const {
+    if (!kSkinnyGemv<T> || !byte_gemm_ || !k::ByteWeightGemm::supported(w.in)) return false;
+    if (w.fp8()) return opts_.skinny_gemv && M <= kFp8ByteGemmMaxRows;
+    return M <= kByteGemmMaxRows ||
+           (M <= kWgmmaByteGemmMaxRows && byte_gemm_->plan(M, w.out, w.in, w.grouped()).wgmma);
   }
 
   bool skinny(int M, int K) const {
@@ -824,22 +830,27 @@ class CudaBackend final : public Backend {
         v.push_back(int8_ ? dequant_.get() : (L.*linear).weight.get());
       return v;
     };
-    auto tune = [&](const char* name, const std::vector<const T*>& weights, const T* x, auto* y,
-                    int N, int K) {
-      if (skinny(rows, K) || (int8_ && byte_gemm_rows(false, rows, K))) return;
+    // `first`: the first layer's projection (the W8A16 GEMM's choice depends on its shape).
+    auto tune = [&](const char* name, const DeviceLinear<T>& first,
+                    const std::vector<const T*>& weights, const T* x, auto* y, int N, int K) {
+      if (skinny(rows, K) || (int8_ && byte_gemm_rows(view(first), rows))) return;
       const k::LinearTuning t = k::tune_linear<T>(gemm_, weights.data(), int(weights.size()), x,
                                                   y, rows, N, K, stream_);
       lmx::logger().info(
           "{} rows, {} ({} x {}): cuBLAS default {:.1f} us, kept {} {:.1f} us ({} tried)", rows,
           name, N, K, t.default_us, t.lt ? "cuBLASLt" : "the default", t.best_us, t.candidates);
     };
-    if (!w8a8_ && !fp8_) {  // smoothquant's and fp8's GEMMs time their own (W8A8Linear, Fp8Linear)
-      tune("qkv", every_layer(&DeviceLayer::qkv), h_.get(), qkv_.get(), desc_.qkv_size(), H);
-      tune("o", every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
-      tune("up", every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
-      tune("down", every_layer(&DeviceLayer::down), act_.get(), delta_.get(), H, I);
+    // smoothquant's and fp8's GEMMs time their own (W8A8Linear, Fp8Linear)
+    if (!w8a8_ && !fp8_ && !w_.layers.empty()) {
+      const DeviceLayer& L0 = w_.layers.front();
+      tune("qkv", L0.qkv, every_layer(&DeviceLayer::qkv), h_.get(), qkv_.get(), desc_.qkv_size(),
+           H);
+      tune("o", L0.o, every_layer(&DeviceLayer::o), attn_.get(), delta_.get(), H, Q);
+      tune("up", L0.up, every_layer(&DeviceLayer::up), h_.get(), up_.get(), desc_.up_rows(), H);
+      tune("down", L0.down, every_layer(&DeviceLayer::down), act_.get(), delta_.get(), H, I);
     }
-    tune("lm_head", {int8_ ? dequant_.get() : w_.head_weight().get()}, desc_.projects_embeddings() ? head_in_.get() : gathered_.get(),
+    tune("lm_head", w_.lm_head, {int8_ ? dequant_.get() : w_.head_weight().get()},
+         desc_.projects_embeddings() ? head_in_.get() : gathered_.get(),
          tp_.ranks > 1 ? rank_logits_.get() : logits_.get(), int(w_.lm_head.out), E);
   }
 

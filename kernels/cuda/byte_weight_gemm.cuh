@@ -1,0 +1,94 @@
+// What the two W8A16 GEMM kernels share (kernels/byte_weight_gemm.h): the call's arguments, the
+// order tiles are dealt in, and the end of a tile (a K split's sums added in split order, the row
+// scales, the store). byte_weight_gemm.cu is the mma.sync kernel (every GPU; up to 64 x rows a
+// tile, grouped scales), byte_weight_wgmma.cu the Hopper one (wgmma; 64 or 128 x rows a tile).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/common.cuh"
+
+namespace lmx::kernels::cuda::byte_gemm {
+
+inline constexpr int kWgmmaStageK = 64;      // k a stage of the wgmma kernel
+inline constexpr int kMaxSplitTiles = 4096;  // tiles a split call may have (its counters)
+inline constexpr int kTileGroup = 8;         // x-row tiles a group of blocks shares (L2 reuse)
+
+template <typename T, typename Out>
+struct Args {
+  const T* x;          // [M, K]
+  const uint8_t* q;    // [N, K] bytes
+  const float* scale;  // [N], or [N, K / group] when group > 0
+  Out* y;              // [M, N]
+  int M, N, K;
+  int group;  // k a scale covers (a multiple of 64 dividing K); 0: one scale a row
+  int tiles_m, tiles_n;
+  int splits, stages_per_split;  // stages (a kernel's stage of k each) a split covers
+  float* partials;               // [splits][M][N] when splits > 1
+  int* counters;                 // [tiles] when splits > 1
+};
+
+// Tile `pid` of the grid as (x-row tile, weight-row tile), x-row tiles in groups of kTileGroup.
+__device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int& tm, int& tn) {
+  const int per_group = kTileGroup * tiles_n;
+  const int first = pid / per_group * kTileGroup;
+  const int size = min(tiles_m - first, kTileGroup);
+  const int in_group = pid % per_group;
+  tm = first + in_group % size;
+  tn = in_group / size;
+}
+
+template <typename Out>
+__device__ __forceinline__ void store(Out* y, size_t i, float v) {
+  if constexpr (std::is_same_v<Out, float>)
+    y[i] = v;
+  else
+    y[i] = detail::from_f<Out>(v);
+}
+
+// The end of tile blockIdx.x for split `split`: for_each(f) calls f(m, n, float& v) on each of
+// the thread's sums inside [M, N]. Unsplit, the sums are scaled by the row's scale (unless
+// kScaled: grouped scales were applied per group) and stored. Split, each block writes its sums
+// to the workspace; the last block of the tile to finish (an atomic count a tile) adds every
+// split's sums in split order (its own from memory too: the same fp32 adds whichever block came
+// last), stores them and sets the count back to zero for the next call.
+template <bool kScaled, typename T, typename Out, typename ForEach>
+__device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, ForEach&& for_each) {
+  __shared__ int last_block;
+  if (a.splits > 1) {
+    const size_t MN = size_t(a.M) * a.N;
+    for_each(
+        [&](int m, int n, float& v) { __stcg(a.partials + split * MN + size_t(m) * a.N + n, v); });
+    __threadfence();  // this block's sums are visible before its count
+    __syncthreads();
+    const int tile = blockIdx.x;
+    if (threadIdx.x == 0) last_block = atomicAdd(a.counters + tile, 1) == a.splits - 1;
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+    for_each([&](int m, int n, float& v) {
+      const size_t i = size_t(m) * a.N + n;
+      v = __ldcg(a.partials + i);
+      for (int s = 1; s < a.splits; ++s) v += __ldcg(a.partials + s * MN + i);
+    });
+    if (threadIdx.x == 0) a.counters[tile] = 0;  // every other block of the tile has counted
+  }
+  for_each([&](int m, int n, float& v) {
+    store(a.y, size_t(m) * a.N + n, kScaled ? v : v * a.scale[n]);
+  });
+}
+
+// The wgmma kernel (byte_weight_wgmma.cu, sm_90a): its tile shapes, x rows by weight rows
+// (64 x 128, 128 x 128, 128 x 256), the blocks of one an SM holds, and its launch.
+struct WgmmaShape {
+  int rows_m = 0, rows_n = 0;
+};
+bool wgmma_shape_exists(WgmmaShape shape);
+int wgmma_blocks_per_sm(WgmmaShape shape);
+template <typename T, typename W, typename Out>
+void launch_wgmma(const Args<T, Out>& args, WgmmaShape shape, cudaStream_t stream);
+
+}  // namespace lmx::kernels::cuda::byte_gemm
