@@ -11,6 +11,8 @@
 #           and 4 blocks an SM;
 #   tiles   (not by default) the benchmark at 64, 128 and 256 rows with x-row tiles of at most 32,
 #           64 and 128 rows.
+#   rotate  (not by default) the benchmark at $BENCH_ROWS rows without and with each block
+#           starting at its own stage of K (--no-rotate, then the default);
 #   wgmma   (not by default) the benchmark at $WGMMA_ROWS (128,512,4096) rows with each tile of
 #           the wgmma kernel (64x128, 128x128, 128x256).
 # Logs under $OUT. Carry: .devdeps, .cache/shared_models.
@@ -48,6 +50,14 @@ if [[ " $steps " == *" tiles "* ]]; then
     step "lmx_bench_byte_weight_gemm --max-tile-rows $r"
     timeout "$(limit 60)" build-gpu/bin/lmx_bench_byte_weight_gemm --rows 64,128,256 --max-tile-rows "$r" \
       2>&1 | tee "$out/tiles_$r.txt" | sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/\| dequant.*\| int8/| int8/; s/\| e4m3.*//'
+  done
+fi
+if [[ " $steps " == *" rotate "* ]]; then
+  for flag in --no-rotate ""; do
+    step "lmx_bench_byte_weight_gemm $flag"
+    # shellcheck disable=SC2086
+    timeout "$(limit 90)" build-gpu/bin/lmx_bench_byte_weight_gemm --rows "${BENCH_ROWS:-16,32,64,128,512}" \
+      $flag 2>&1 | tee "$out/rotate${flag:+_off}.txt" | sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/ \[fp16.*//; s/\| dequant[^|]*//; s/\| e4m3.*//'
   done
 fi
 if [[ " $steps " == *" wgmma "* ]]; then

@@ -13,6 +13,7 @@
 // Usage: lmx_bench_byte_weight_gemm [--rows 16,32,64,128,512,4096] [--shape NAME]
 //        [--blocks-per-sm B] [--max-tile-rows R] (ByteWeightGemm's split target and tile cap)
 //        [--wgmma-min-rows R] [--wgmma-tile MxN] (where the wgmma kernel starts; its tile)
+//        [--no-rotate] (every block walks K from its start: Options::rotate_k off)
 // The int8 column is what ByteWeightGemm plans (wgmma from 64 rows on Hopper), "int8 mma.sync"
 // the mma.sync kernel on the same call.
 #include <cuda_fp16.h>
@@ -181,6 +182,8 @@ int main(int argc, char** argv) {
       options.blocks_per_sm = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--max-tile-rows") && i + 1 < argc) {
       options.max_tile_rows = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--no-rotate")) {
+      options.rotate_k = false;
     } else if (!std::strcmp(argv[i], "--wgmma-min-rows") && i + 1 < argc) {
       options.wgmma_min_rows = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--wgmma-tile") && i + 1 < argc &&
@@ -191,7 +194,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: lmx_bench_byte_weight_gemm [--rows 16,32,...] [--shape qkv|gate_up|"
                    "down|o_proj|lm_head] [--blocks-per-sm B] [--max-tile-rows R] "
-                   "[--wgmma-min-rows R] [--wgmma-tile MxN]\n");
+                   "[--wgmma-min-rows R] [--wgmma-tile MxN] [--no-rotate]\n");
       return 2;
     }
   }

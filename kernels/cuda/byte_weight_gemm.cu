@@ -155,9 +155,11 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
     xc[i].src = a.x + size_t(xc[i].row ? m : 0) * a.K + k_first + cc * 8;
     xc[i].dst = C::kWBytes + r * C::kStageK * 2 + swizzle<C::kXChunks, 1>(r, cc) * 16;
   }
-  // Copies stage s of this block's share into ring slot `slot` (zeros past N, M and K; K % 16
-  // == 0, so a chunk is whole or past the end).
-  auto load_stage = [&](int s, int slot) {
+  // Copies step `step`'s stage of this block's share into ring slot `slot` (zeros past N, M and
+  // K; K % 16 == 0, so a chunk is whole or past the end).
+  const int start = byte_gemm::rotation_start(a.rotate, stages);
+  auto load_stage = [&](int step, int slot) {
+    const int s = byte_gemm::rotated(step, stages, start);
     unsigned char* base = smem + slot * C::kStageBytes;
     const int k0 = (first_stage + s) * C::kStageK;
 #pragma unroll
@@ -179,11 +181,14 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
     }
   };
 
-  // Grouped: the scales of weight rows g and g + 8 of each tile for each 64-k group of stage s
-  // (zero past K; K % 64 == 0 there, so a group is whole or past the end).
+  // Grouped: the scales of weight rows g and g + 8 of each tile for each 64-k group of step
+  // `step`'s stage (zero past K and past the last step; K % 64 == 0 there, so a group is whole or
+  // past the end).
   using StageScales = float2[C::kGroups][C::kTilesN];
-  auto load_scales = [&](int s, StageScales& out) {
+  auto load_scales = [&](int step, StageScales& out) {
     const int groups = a.K / max(a.group, 1);
+    const bool in_split = step < stages;
+    const int s = in_split ? byte_gemm::rotated(step, stages, start) : 0;
 #pragma unroll
     for (int q = 0; q < C::kGroups; ++q) {
       const int k = (first_stage + s) * C::kStageK + q * kGroupK;
@@ -191,7 +196,7 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
       for (int i = 0; i < C::kTilesN; ++i) {
         const int n = n0 + (warp_n * C::kTilesN + i) * 16 + g;
         const float* row = a.scale + size_t(k / max(a.group, 1));
-        out[q][i] = k < a.K && s < stages
+        out[q][i] = k < a.K && in_split
                         ? make_float2(n < a.N ? __ldg(row + size_t(n) * groups) : 0.0f,
                                       n + 8 < a.N ? __ldg(row + size_t(n + 8) * groups) : 0.0f)
                         : make_float2(0.0f, 0.0f);
@@ -430,7 +435,8 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
                           p.splits,
                           p.stages_per_split,
                           partials_,
-                          counters_};
+                          counters_,
+                          options_.rotate_k};
   if (p.wgmma) {
     const byte_gemm::WgmmaShape shape{p.rows_per_tile, p.weight_rows_per_tile};
     if (w.fp8())

@@ -29,7 +29,21 @@ struct Args {
   int splits, stages_per_split;  // stages (a kernel's stage of k each) a split covers
   float* partials;               // [splits][M][N] when splits > 1
   int* counters;                 // [tiles] when splits > 1
+  bool rotate;                   // each block starts at its own stage (rotation_start)
 };
+
+// Where a block's walk over its split's `stages` starts when Args::rotate: the blocks spread
+// evenly over them (block b of B at stage b x stages / B), so that blocks running together read
+// different k of the x rows they all share instead of the same lines at the same time; each then
+// wraps around. A tile's order depends on its block index only: the same sums every call.
+__device__ __forceinline__ int rotation_start(bool rotate, int stages) {
+  return rotate ? int((long long)blockIdx.x * stages / gridDim.x) : 0;
+}
+// Step s of the walk starting at `start`: the stage it reads.
+__device__ __forceinline__ int rotated(int s, int stages, int start) {
+  const int r = s + start;
+  return r >= stages ? r - stages : r;
+}
 
 // Tile `pid` of the grid as (x-row tile, weight-row tile), x-row tiles in groups of kTileGroup.
 __device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int& tm, int& tn) {

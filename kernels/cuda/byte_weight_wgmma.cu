@@ -83,9 +83,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) byte_weight_wgmma_kernel(const
   const T* const x_src = a.x + size_t(m0 + x_row) * a.K + k_first + xk;
   const uint8_t* const w_src = a.q + size_t(n0 + w_row) * a.K + k_first + wk;
   const int x_dst = swizzled(x_row, xk / 8), w_dst = w_row * kWgmmaStageK + wk;
-  // Stage s of the split into ring slot `slot` (zeros past M, N and K; K % 16 == 0, so a chunk
-  // is whole or past the end).
-  auto load_stage = [&](int s, int slot) {
+  // Step `step`'s stage of the split into ring slot `slot` (zeros past M, N and K; K % 16 == 0,
+  // so a chunk is whole or past the end).
+  const int start = rotation_start(a.rotate, stages);
+  auto load_stage = [&](int step, int slot) {
+    const int s = rotated(step, stages, start);
     const int k = (first_stage + s) * kWgmmaStageK;
 #pragma unroll
     for (int i = 0; i < C::kXCopies; ++i) {

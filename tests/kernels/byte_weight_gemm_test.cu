@@ -45,16 +45,19 @@ const std::vector<std::tuple<int, int, std::vector<int>>> kCases = {
 
 using Options = kc::ByteWeightGemm::Options;
 
-// The kernels and tiles a case runs through: what the plan picks, mma.sync alone, and each wgmma
-// tile from one row on (mma.sync where the GPU is not a Hopper).
+// The kernels and tiles a case runs through: what the plan picks (with and without each block
+// starting at its own stage of K), mma.sync alone, and each wgmma tile from one row on (mma.sync
+// where the GPU is not a Hopper).
 std::vector<std::pair<std::string, Options>> kernel_choices() {
-  Options planned, mma_only, wg64x128, wg128x128, wg128x256;
+  Options planned, unrotated, mma_only, wg64x128, wg128x128, wg128x256;
+  unrotated.rotate_k = false;
   mma_only.wgmma_min_rows = 1 << 30;
   for (auto* o : {&wg64x128, &wg128x128, &wg128x256}) o->wgmma_min_rows = 1;
   wg64x128.wgmma_rows_m = 64, wg64x128.wgmma_rows_n = 128;
   wg128x128.wgmma_rows_m = 128, wg128x128.wgmma_rows_n = 128;
   wg128x256.wgmma_rows_m = 128, wg128x256.wgmma_rows_n = 256;
   return {{"planned", planned},
+          {"planned, every block from k = 0", unrotated},
           {"mma.sync", mma_only},
           {"wgmma 64x128", wg64x128},
           {"wgmma 128x128", wg128x128},
