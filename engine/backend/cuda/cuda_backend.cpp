@@ -369,7 +369,7 @@ class CudaBackend final : public Backend {
   // widened in registers, kernels/byte_weight_gemm.h).
   //  - dynamic_int8 up to kByteGemmMaxRows rows, and up to kWgmmaByteGemmMaxRows where the GEMM
   //    runs its wgmma kernel (Hopper), where they measured faster than expanding the projection
-  //    for cuBLAS (at 512 rows wgmma took 0.72-0.92x the expansion's time on every Llama-2-7B
+  //    for cuBLAS (at 512 rows wgmma took 0.75-0.94x the expansion's time on every Llama-2-7B
   //    projection, at 4096 1.45-1.66x: bench/RESULTS.md); more rows (prefill) and K % 16 != 0
   //    take dense() and cuBLAS.
   //  - fp8 up to kFp8ByteGemmMaxRows rows, on the decode path (CudaBackendOptions::skinny_gemv,
