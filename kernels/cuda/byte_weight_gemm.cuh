@@ -1,7 +1,8 @@
 // What the two W8A16 GEMM kernels share (kernels/byte_weight_gemm.h): the call's arguments, the
-// order tiles are dealt in, and the end of a tile (a K split's sums added in split order, the row
-// scales, the store). byte_weight_gemm.cu is the mma.sync kernel (every GPU; up to 64 x rows a
-// tile, grouped scales), byte_weight_wgmma.cu the Hopper one (wgmma; 64 or 128 x rows a tile).
+// order tiles are dealt in, the end of a tile (a K split's sums added in split order, the row
+// scales, the store), and each kernel's tiles and launch. byte_weight_mma.cu is the mma.sync
+// kernel (every GPU; up to 64 x rows a tile, grouped scales), byte_weight_wgmma.cu the Hopper
+// one (wgmma; 64 or 128 x rows a tile); byte_weight_gemm.cu plans a call and launches one.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -94,6 +95,20 @@ __device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Fo
     store(a.y, size_t(m) * a.N + n, kScaled ? v : v * a.scale[n]);
   });
 }
+
+// X(T, W) for every activation type T and weight byte type W the kernels are built for.
+#define LMX_BYTE_GEMM_TYPES(X) \
+  X(__half, int8_t) X(__half, KvFp8) X(__nv_bfloat16, int8_t) X(__nv_bfloat16, KvFp8)
+
+// The mma.sync kernel (byte_weight_mma.cu): the tile it takes for M x rows (x rows and weight
+// rows, and k a stage) with tiles of at most `max_rows` x rows, and its launch (args.M picks the
+// tile the same way).
+struct MmaTile {
+  int rows_m = 0, rows_n = 0, stage_k = 0;
+};
+MmaTile mma_tile(int M, int max_rows);
+template <typename T, typename W, typename Out>
+void launch_mma(const Args<T, Out>& args, int max_rows, cudaStream_t stream);
 
 // The wgmma kernel (byte_weight_wgmma.cu, sm_90a): its tile shapes, x rows by weight rows
 // (64 x 128, 128 x 128, 128 x 256), the blocks of one an SM holds, and its launch.

@@ -216,10 +216,7 @@ void launch_wgmma(const Args<T, Out>& args, WgmmaShape shape, cudaStream_t strea
 #define LMX_INSTANTIATE(T, W)                                                       \
   template void launch_wgmma<T, W, T>(const Args<T, T>&, WgmmaShape, cudaStream_t); \
   template void launch_wgmma<T, W, float>(const Args<T, float>&, WgmmaShape, cudaStream_t);
-LMX_INSTANTIATE(__half, int8_t)
-LMX_INSTANTIATE(__half, KvFp8)
-LMX_INSTANTIATE(__nv_bfloat16, int8_t)
-LMX_INSTANTIATE(__nv_bfloat16, KvFp8)
+LMX_BYTE_GEMM_TYPES(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 
 }  // namespace lmx::kernels::cuda::byte_gemm
