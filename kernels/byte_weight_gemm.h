@@ -13,7 +13,7 @@
 // For the rows the decode GEMV does not take (kernels/gemm.h: skinny_linear, up to 8): decode
 // batches and prefill. Small M splits K over several blocks (sums through an fp32 workspace, the
 // last block of a tile adds them in a fixed order, so results do not depend on timing) so that
-// the weight stream covers the GPU. Two kernels: mma.sync (kernels/cuda/byte_weight_gemm.cu,
+// the weight stream covers the GPU. Two kernels: mma.sync (kernels/cuda/byte_weight_mma.cu,
 // every GPU, grouped scales, up to 64 x rows a tile) and, on Hopper from 64 x rows, wgmma
 // (kernels/cuda/byte_weight_wgmma.cu), which widens each weight once a block instead of once a
 // warp and 8 x rows.

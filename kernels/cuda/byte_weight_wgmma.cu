@@ -1,7 +1,7 @@
 // W8A16 GEMM on Hopper's warpgroup tensor cores (kernels/byte_weight_gemm.h, from 64 x rows):
 //   y [M, N] = x [M, K] · dequant(w)^T, one-byte weights (int8 or E4M3, a scale a row), T x.
 //
-// The mma.sync kernel (byte_weight_gemm.cu) widens every weight in the registers of each warp
+// The mma.sync kernel (byte_weight_mma.cu) widens every weight in the registers of each warp
 // that multiplies it, once for every 8 x rows it multiplies: from 64 x rows on it is bound by
 // issuing those instructions, not by memory (bench/RESULTS.md). Here each weight is widened once
 // a block, into shared memory, and wgmma multiplies it by every x row of the block:
@@ -17,7 +17,9 @@
 // - Warpgroup w multiplies x rows 64w .. 64w + 63 by the stage's kRowsN widened weight rows:
 //   4 wgmma of k 16 (A = x, B = weights, both K-major), fp32 sums in registers, y = x · w^T with
 //   no transposes anywhere.
-// - The end of a tile (split sums, the row scales, the store) is byte_weight_gemm.cuh's.
+// - Each block walks K from its own stage (byte_weight_gemm.cuh, rotation_start).
+// - The end of a tile (split sums, the row scales, the store) is byte_weight_gemm.cuh's; the
+//   planner never splits this kernel's K (byte_weight_gemm.cu, wgmma_shape).
 // Not taken here: grouped scales (the wgmma sums run over the whole K; the mma.sync kernel
 // scales each 64-k group's sums).
 #include <cuda_bf16.h>

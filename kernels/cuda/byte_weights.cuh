@@ -1,7 +1,8 @@
 // One-byte weights (dynamic_int8's and smoothquant's int8 values, fp8's E4M3 codes) widened to
 // 16-bit mma fragments in registers, exactly (every int8 value and every E4M3 value is an fp16
-// and a bf16 value): the decode GEMV (gemv.cu) and the byte-weight GEMM (byte_weight_gemm.cu)
-// read one byte a weight from memory and feed the tensor cores T. W = int8_t or KvFp8.
+// and a bf16 value): the decode GEMV (gemv.cu) and the byte-weight GEMM's kernels
+// (byte_weight_mma.cu, byte_weight_wgmma.cu) read one byte a weight from memory and feed the
+// tensor cores T. W = int8_t or KvFp8.
 #pragma once
 
 #include <cuda_bf16.h>
