@@ -4,16 +4,17 @@
 // fp32, scaled, and added)
 // w: LinearWeights::quantized(): dynamic_int8's int8 values or fp8's E4M3 codes [N = w.out,
 // K = w.in], one fp32 scale an output row; T = __half or __nv_bfloat16; Out = T or float (the LM
-// head's logits). The bytes go from memory to shared memory as bytes and are widened to T in
-// registers on their way into the mma (exact, kernels/cuda/byte_weights.cuh): no T copy of the
-// weights exists, and the weight stream is half of fp16's. fp32 accumulation; the row scale
+// head's logits). The bytes go from memory to shared memory as bytes and are widened to T there
+// (exact, kernels/cuda/byte_weights.cuh: in registers on their way into mma.sync, or once a block
+// into a shared tile for wgmma): no T copy of the weights exists in memory, and the weight stream
+// is half of fp16's. fp32 accumulation; the row scale
 // multiplies the fp32 sum once, then one rounding to Out. No bias (the fused elementwise ops add
 // it; a view with one is refused).
 //
 // For the rows the decode GEMV does not take (kernels/gemm.h: skinny_linear, up to 8): decode
-// batches and prefill. Small M splits K over several blocks (sums through an fp32 workspace, the
-// last block of a tile adds them in a fixed order, so results do not depend on timing) so that
-// the weight stream covers the GPU. Two kernels: mma.sync (kernels/cuda/byte_weight_mma.cu,
+// batches and prefill. On mma.sync, small M splits K over several blocks (sums through an fp32
+// workspace, the last block of a tile adds them in a fixed order, so results do not depend on
+// timing) so that the weight stream covers the GPU. Two kernels: mma.sync (kernels/cuda/byte_weight_mma.cu,
 // every GPU, grouped scales, up to 64 x rows a tile) and, on Hopper from 64 x rows, wgmma
 // (kernels/cuda/byte_weight_wgmma.cu), which widens each weight once a block instead of once a
 // warp and 8 x rows.
