@@ -96,9 +96,17 @@ __device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Fo
   });
 }
 
-// X(T, W) for every activation type T and weight byte type W the kernels are built for.
-#define LMX_BYTE_GEMM_TYPES(X) \
-  X(__half, int8_t) X(__half, KvFp8) X(__nv_bfloat16, int8_t) X(__nv_bfloat16, KvFp8)
+// Explicit instantiations of a kernel's launcher, name(const Args<T, Out>&, Choice, cudaStream_t)
+// with Choice what picks its tile, for every activation type T, weight byte type W and output
+// Out (T, or fp32 for the LM head's logits) the kernels are built for.
+#define LMX_BYTE_GEMM_LAUNCHER(name, Choice, T, W)                      \
+  template void name<T, W, T>(const Args<T, T>&, Choice, cudaStream_t); \
+  template void name<T, W, float>(const Args<T, float>&, Choice, cudaStream_t);
+#define LMX_BYTE_GEMM_INSTANTIATE(name, Choice)               \
+  LMX_BYTE_GEMM_LAUNCHER(name, Choice, __half, int8_t)        \
+  LMX_BYTE_GEMM_LAUNCHER(name, Choice, __half, KvFp8)         \
+  LMX_BYTE_GEMM_LAUNCHER(name, Choice, __nv_bfloat16, int8_t) \
+  LMX_BYTE_GEMM_LAUNCHER(name, Choice, __nv_bfloat16, KvFp8)
 
 // The mma.sync kernel (byte_weight_mma.cu): the tile it takes for M x rows (x rows and weight
 // rows, and k a stage) with tiles of at most `max_rows` x rows, and its launch (args.M picks the

@@ -310,10 +310,6 @@ void launch_mma(const Args<T, Out>& args, int max_rows, cudaStream_t stream) {
   with_config(args.M, max_rows, [&](auto c) { launch<decltype(c), T, W, Out>(args, stream); });
 }
 
-#define LMX_INSTANTIATE(T, W)                                              \
-  template void launch_mma<T, W, T>(const Args<T, T>&, int, cudaStream_t); \
-  template void launch_mma<T, W, float>(const Args<T, float>&, int, cudaStream_t);
-LMX_BYTE_GEMM_TYPES(LMX_INSTANTIATE)
-#undef LMX_INSTANTIATE
+LMX_BYTE_GEMM_INSTANTIATE(launch_mma, int)
 
 }  // namespace lmx::kernels::cuda::byte_gemm

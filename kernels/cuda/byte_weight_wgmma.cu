@@ -184,11 +184,16 @@ using Rows64x128 = Config<1, 128, 4>;
 using Rows128x128 = Config<2, 128, 5>;
 using Rows128x256 = Config<2, 256, 4>;
 
+// f(the Config of tile `shape`); false, f not called, when there is no such tile.
 template <typename F>
-void with_shape(WgmmaShape shape, F&& f) {
-  if (shape.rows_m == 64 && shape.rows_n == 128) return f(Rows64x128{});
-  if (shape.rows_m == 128 && shape.rows_n == 128) return f(Rows128x128{});
-  if (shape.rows_m == 128 && shape.rows_n == 256) return f(Rows128x256{});
+bool with_shape(WgmmaShape shape, F&& f) {
+  if (shape.rows_m == 64 && shape.rows_n == 128) return f(Rows64x128{}), true;
+  if (shape.rows_m == 128 && shape.rows_n == 128) return f(Rows128x128{}), true;
+  if (shape.rows_m == 128 && shape.rows_n == 256) return f(Rows128x256{}), true;
+  return false;
+}
+
+[[noreturn]] void no_such_tile(WgmmaShape shape) {
   throw std::invalid_argument("byte-weight GEMM: no wgmma tile of " + std::to_string(shape.rows_m) +
                               " x " + std::to_string(shape.rows_n));
 }
@@ -196,29 +201,22 @@ void with_shape(WgmmaShape shape, F&& f) {
 }  // namespace
 
 bool wgmma_shape_exists(WgmmaShape shape) {
-  bool found = false;
-  try {
-    with_shape(shape, [&](auto) { found = true; });
-  } catch (const std::invalid_argument&) {
-  }
-  return found;
+  return with_shape(shape, [](auto) {});
 }
 
 int wgmma_blocks_per_sm(WgmmaShape shape) {
   int blocks = 1;
-  with_shape(shape, [&](auto c) { blocks = (228 * 1024) / (decltype(c)::kSmem + 1024); });
+  if (!with_shape(shape, [&](auto c) { blocks = (228 * 1024) / (decltype(c)::kSmem + 1024); }))
+    no_such_tile(shape);
   return blocks < 1 ? 1 : blocks;
 }
 
 template <typename T, typename W, typename Out>
 void launch_wgmma(const Args<T, Out>& args, WgmmaShape shape, cudaStream_t stream) {
-  with_shape(shape, [&](auto c) { launch<decltype(c), T, W, Out>(args, stream); });
+  if (!with_shape(shape, [&](auto c) { launch<decltype(c), T, W, Out>(args, stream); }))
+    no_such_tile(shape);
 }
 
-#define LMX_INSTANTIATE(T, W)                                                       \
-  template void launch_wgmma<T, W, T>(const Args<T, T>&, WgmmaShape, cudaStream_t); \
-  template void launch_wgmma<T, W, float>(const Args<T, float>&, WgmmaShape, cudaStream_t);
-LMX_BYTE_GEMM_TYPES(LMX_INSTANTIATE)
-#undef LMX_INSTANTIATE
+LMX_BYTE_GEMM_INSTANTIATE(launch_wgmma, WgmmaShape)
 
 }  // namespace lmx::kernels::cuda::byte_gemm
