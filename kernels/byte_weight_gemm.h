@@ -48,7 +48,8 @@ class ByteWeightGemm {
     // splits K); a value past any M keeps the mma.sync kernel.
     int wgmma_min_rows = 64;
     // The wgmma kernel's tile, x rows by weight rows (64 x 128, 128 x 128 or 128 x 256), for
-    // benchmarks; 0 x 0: chosen by M.
+    // benchmarks and tests; 0 x 0: chosen by M. Off Hopper the plan stays mma.sync (plan().wgmma
+    // says which ran).
     int wgmma_rows_m = 0, wgmma_rows_n = 0;
     // Each block walks its share of K from its own stage (byte_weight_gemm.cuh, rotation_start),
     // so that blocks running together do not all read the same k of the shared x rows at once.

@@ -56,10 +56,10 @@ constexpr int kMinStagesPerSplit = 4;  // and stages each split covers, at least
 // options.wgmma_min_rows rows, scales one a row. Of its tiles, the one with the least time by
 // rounds x cost: rounds = ceil(tiles / (SMs x the tile's blocks an SM)), cost a round relative to
 // 128 x 128 as measured (H100, Llama-2-7B projections at 128 to 4096 rows, bench/RESULTS.md):
-// 64 x 128 (two an SM) 1.1, 128 x 128 1.0, 128 x 256 1.6 (up to 64 rows: 64 x 128 only). Its
-// K is never split (split sums made
-// o and down 1.5-6x slower there), so a call whose best tile leaves more than half the SMs
-// without a tile (N = 4096 at 64-256 rows) takes the mma.sync kernel, which splits K.
+// 64 x 128 (two an SM) 1.1, 128 x 128 1.0, 128 x 256 1.6 (up to 64 rows: 64 x 128 only). Its K
+// is never split (split sums made o and down 1.5-6x slower there), so a call whose best tile
+// leaves more than half the SMs without a tile (N = 4096 at 64-256 rows) takes the mma.sync
+// kernel, which splits K.
 byte_gemm::WgmmaShape wgmma_shape(const ByteWeightGemm::Options& o, bool hopper, int sms, int M,
                                   int N, bool grouped) {
   if (!hopper || grouped || M < o.wgmma_min_rows) return {};
@@ -90,26 +90,27 @@ byte_gemm::WgmmaShape wgmma_shape(const ByteWeightGemm::Options& o, bool hopper,
 
 ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) const {
   Plan p;
+  int stages = 0;
   if (const auto shape = wgmma_shape(options_, hopper_, sms_, M, N, grouped); shape.rows_m != 0) {
     p.wgmma = true;
     p.rows_per_tile = shape.rows_m;
     p.weight_rows_per_tile = shape.rows_n;
-    p.tiles_m = (M + p.rows_per_tile - 1) / p.rows_per_tile;
-    p.tiles_n = (N + p.weight_rows_per_tile - 1) / p.weight_rows_per_tile;
-    p.stages_per_split = (K + byte_gemm::kWgmmaStageK - 1) / byte_gemm::kWgmmaStageK;
-    return p;
+    stages = (K + byte_gemm::kWgmmaStageK - 1) / byte_gemm::kWgmmaStageK;
+  } else {
+    const byte_gemm::MmaTile tile = byte_gemm::mma_tile(M, options_.max_tile_rows);
+    p.rows_per_tile = tile.rows_m;
+    p.weight_rows_per_tile = tile.rows_n;
+    stages = (K + tile.stage_k - 1) / tile.stage_k;
   }
-  const byte_gemm::MmaTile tile = byte_gemm::mma_tile(M, options_.max_tile_rows);
-  p.rows_per_tile = tile.rows_m;
-  p.weight_rows_per_tile = tile.rows_n;
-  const int stages = (K + tile.stage_k - 1) / tile.stage_k;
   p.tiles_m = (M + p.rows_per_tile - 1) / p.rows_per_tile;
   p.tiles_n = (N + p.weight_rows_per_tile - 1) / p.weight_rows_per_tile;
-  const int target = std::max(1, sms_) * options_.blocks_per_sm;
-  int splits = std::min({target / std::max(1, p.tiles()), kMaxSplits, stages / kMinStagesPerSplit});
-  if (p.tiles() > byte_gemm::kMaxSplitTiles) splits = 1;
-  while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
-  splits = std::max(1, splits);
+  int splits = 1;  // wgmma: never (wgmma_shape)
+  if (!p.wgmma && p.tiles() <= byte_gemm::kMaxSplitTiles) {
+    const int target = std::max(1, sms_) * options_.blocks_per_sm;
+    splits = std::min({target / std::max(1, p.tiles()), kMaxSplits, stages / kMinStagesPerSplit});
+    while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
+    splits = std::max(1, splits);
+  }
   // No empty split: as many as the stages a split covers need.
   p.stages_per_split = (stages + splits - 1) / splits;
   p.splits = (stages + p.stages_per_split - 1) / p.stages_per_split;
@@ -130,7 +131,8 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
   if (w.grouped() && !scale_groups_supported(w.group, w.in))
     throw std::invalid_argument("byte-weight GEMM: scales grouped by " + std::to_string(w.group) +
                                 " of K = " + std::to_string(w.in) +
-                                ": needs groups of a multiple of 64 that divide K");
+                                ": needs groups of a multiple of " +
+                                std::to_string(kScaleGroupStep) + " that divide K");
   if (M <= 0 || w.out <= 0) return;
   const Plan p = plan(M, w.out, w.in, w.grouped());
   const byte_gemm::Args<T, Out> args{x,

@@ -710,7 +710,8 @@ void launch(const T* x, const LinearWeights<T>& w, const Epilogue& epi, int M,
   if (w.grouped() && !scale_groups_supported(w.group, w.in))
     throw std::invalid_argument(std::string("skinny linear: ") + kind + " weights grouped by " +
                                 std::to_string(w.group) + " of K = " + std::to_string(w.in) +
-                                ": the GEMV needs groups of a multiple of 64 that divide K");
+                                ": the GEMV needs groups of a multiple of " +
+                                std::to_string(kScaleGroupStep) + " that divide K");
   if (w.fp8())
     return launch_bytes<T, KvFp8, kNormInput>(x, reinterpret_cast<const KvFp8*>(w.q), w, epi, M,
                                               norm, stream);
