@@ -96,6 +96,16 @@ __device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Fo
   });
 }
 
+// Launches kernel(args) over the plan's grid (a block a tile along x, a split of K along y) with
+// `smem` bytes of dynamic shared memory, raised on every launch (cheap, allowed during graph
+// capture).
+template <typename T, typename Out>
+void launch_tiles(void (*kernel)(Args<T, Out>), int threads, int smem, const Args<T, Out>& args,
+                  cudaStream_t stream) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), threads, smem, stream>>>(args);
+}
+
 // Explicit instantiations of a kernel's launcher, name(const Args<T, Out>&, Choice, cudaStream_t)
 // with Choice what picks its tile, for every activation type T, weight byte type W and output
 // Out (T, or fp32 for the LM head's logits) the kernels are built for.

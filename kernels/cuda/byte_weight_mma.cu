@@ -287,11 +287,9 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
 
 template <typename C, typename T, typename W, typename Out>
 void launch(const Args<T, Out>& args, cudaStream_t stream) {
-  auto* kernel = args.group > 0 ? byte_weight_gemm_kernel<C, T, W, Out, true>
-                                : byte_weight_gemm_kernel<C, T, W, Out, false>;
-  // Raised on every launch (cheap, allowed during graph capture).
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
-  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), C::kThreads, C::kSmem, stream>>>(args);
+  launch_tiles(args.group > 0 ? byte_weight_gemm_kernel<C, T, W, Out, true>
+                              : byte_weight_gemm_kernel<C, T, W, Out, false>,
+               C::kThreads, C::kSmem, args, stream);
 }
 
 }  // namespace

@@ -173,10 +173,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) byte_weight_wgmma_kernel(const
 
 template <typename C, typename T, typename W, typename Out>
 void launch(const Args<T, Out>& args, cudaStream_t stream) {
-  auto* kernel = byte_weight_wgmma_kernel<C, T, W, Out>;
-  // Raised on every launch (cheap, allowed during graph capture).
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
-  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), C::kThreads, C::kSmem, stream>>>(args);
+  launch_tiles(byte_weight_wgmma_kernel<C, T, W, Out>, C::kThreads, C::kSmem, args, stream);
 }
 
 // The shapes (rows_m x rows_n): 64 x 128 fits two blocks an SM; 128 x 128 and 128 x 256 one.
