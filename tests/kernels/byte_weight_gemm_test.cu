@@ -7,7 +7,8 @@
 //  - on Hopper the plan takes wgmma from 64 rows (scales one a row) where its tiles cover half
 //    the SMs or more, mma.sync below, for fewer tiles and for grouped scales;
 //  - a split call gives the same bits every time (its sums are added in split order) and leaves
-//    its tile counts at zero for the next call, in both kernels;
+//    its tile counts at zero for the next call (mma.sync at 32- and 64-row tiles: the planner
+//    never splits wgmma's K);
 //  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
 //    shapes whose K holds whole groups;
 //  - K not a multiple of 16, groups of under 64 columns, weights in T and a bias are refused, not
