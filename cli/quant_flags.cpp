@@ -38,6 +38,9 @@ QuantChoice quant_from_args(const Args& args) {
     s.alpha = *a;
   }
   s.calibration_file = args.get(kCalibrationFileFlag).value_or("");
+  // Calibration runs where the command runs the model: --device cuda in --dtype (fp16 default).
+  s.device.cuda = args.get("--device").value_or("cpu") == "cuda";
+  if (s.device.cuda) s.device.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
   if (const auto n = args.get_int(kCalibrationSamplesFlag)) {
     smoothquant::check_samples(*n, kCalibrationSamplesFlag);
     s.samples = int(*n);

@@ -28,8 +28,9 @@ inline constexpr const char* kQuantUsage =
     "    the compute dtype\n"
     "  --quantize smoothquant [--smoothquant-alpha A] [--smoothquant-calibration-file F]\n"
     "    [--smoothquant-calibration-samples N]: W8A8 (int8 weights and per-token activations)\n"
-    "    after calibrating on F (default: a text built into LMX); alpha in [0, 1], unset:\n"
-    "    searched per layer; the result is cached (docs/quantization.md)\n"
+    "    after calibrating on F (default: a text built into LMX) on the command's --device\n"
+    "    (cuda: in --dtype); alpha in [0, 1], unset: searched per layer; the result is cached\n"
+    "    (docs/quantization.md)\n"
     "  --quantize fp8: FP8 E4M3 weights (one scale an output channel) and per-token E4M3\n"
     "    activations (W8A8)\n";
 

@@ -1,17 +1,36 @@
-// SmoothQuant calibration: run the fp32 model (CPU reference) over token samples and record, at
-// the input of every decoder projection, the per-input-channel max |activation| and a sample of
-// the input rows (for the alpha search). docs/quantization.md, "smoothquant".
+// SmoothQuant calibration: run the unquantized model over token samples, on the GPU in the
+// serving dtype (or the CPU reference in fp32), and record at the input of every decoder
+// projection the per-input-channel max |activation| and the first input rows (for the alpha
+// search). The backend reduces on its own device (engine/backend/activation_observer.h) and then
+// scores the alpha search on it too (engine/backend/smoothing_scorer.h). docs/quantization.md,
+// "smoothquant".
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/backend/activation_observer.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/smoothing_scorer.h"
 #include "engine/model/model.h"
 
 namespace lmx::smoothquant {
+
+// Where calibration runs.
+struct CalibrationDevice {
+  bool cuda = false;
+  // cuda: the activations' dtype; unset: the model's serving default (auto_cuda_dtype).
+  std::optional<CudaDtype> dtype;
+  int gpu = 0;  // cuda: the GPU
+  // "cpu (fp32)" or "cuda:0 (bf16)", `model`'s dtype resolved.
+  std::string describe(const LoadedModel& model) const;
+};
 
 // One projection input of one layer.
 struct InputStats {
@@ -25,12 +44,14 @@ struct InputStats {
 // Per layer, per LinearSlot (qkv, o, up, down).
 using LayerStats = std::array<InputStats, kLinearSlots>;
 
-// The observer calibration hands the CPU backend: accumulates InputStats, keeping up to
-// `keep_rows` input rows of each qkv and up input (the projections SmoothQuant smooths).
+// The observer calibration hands the backend: accumulates InputStats, keeping up to `keep_rows`
+// input rows of each qkv and up input (the projections SmoothQuant smooths). A non-finite
+// activation is an lmx::Error naming the layer.
 class StatsCollector final : public ActivationObserver {
  public:
   StatsCollector(int layers, int64_t keep_rows);
-  void observe(int layer, LinearSlot slot, const float* x, int rows, int in) override;
+  int rows_wanted(int layer, LinearSlot slot) const override;
+  void observe(int layer, LinearSlot slot, const InputSummary& x) override;
   const std::vector<LayerStats>& stats() const { return stats_; }
 
  private:
@@ -41,18 +62,48 @@ class StatsCollector final : public ActivationObserver {
 // Told after each calibration sample: (samples done, samples in all).
 using CalibrationProgress = std::function<void(size_t done, size_t total)>;
 
-// Runs `model` on the CPU reference backend (fp32, the model-dtype KV cache) over each sample
-// (one prefill a sample, from position 0), showing `observer` every projection input and the
-// K/V each layer caches. Throws lmx::Error if a sample is empty or longer than the model's
-// positions, or the model cannot run on the CPU (random benchmark weights).
-void run_calibration(const LoadedModel& model, const std::vector<std::vector<int32_t>>& samples,
-                     ActivationObserver& observer, const CalibrationProgress& progress = {});
+// The CUDA backend's options for calibration (CudaBackendOptions::observer): `dtype` on GPU
+// `gpu`, unfused decode, no graphs, no GEMM tuning, a KV cache for one sequence of `max_tokens`.
+// `fused`: the architecture's kernel-injection policy.
+CudaBackendOptions calibration_cuda_options(CudaDtype dtype, int gpu, ActivationObserver& observer,
+                                            int max_tokens, bool fused);
 
-// Runs `model` (no quantization; CPU, fp32) over each sample (one prefill a sample) and returns
-// the statistics. Throws lmx::Error if the model is marked quantized or a sample is empty or
-// longer than the model's positions.
-std::vector<LayerStats> calibrate(const LoadedModel& model,
-                                  const std::vector<std::vector<int32_t>>& samples,
-                                  int64_t keep_rows, const CalibrationProgress& progress = {});
+// A backend for `model` (unquantized) on `device` that shows `observer` every forward: one GPU
+// (unfused, no graphs, a KV cache for one sequence of `max_tokens`) or the CPU reference. Throws
+// lmx::Error where the device cannot run it (no GPU, no CUDA backend in this build, random
+// weights on the CPU).
+std::unique_ptr<Backend> make_calibration_backend(const LoadedModel& model,
+                                                  const CalibrationDevice& device,
+                                                  ActivationObserver& observer, int max_tokens);
+
+// Runs `backend` (made by make_calibration_backend, or any backend with an observer) over each
+// sample: one prefill a sample from position 0. Throws lmx::Error if a sample is empty or
+// longer than the model's positions or the backend's cache.
+void run_calibration(Backend& backend, const std::vector<std::vector<int32_t>>& samples,
+                     const CalibrationProgress& progress = {});
+
+// The longest sample's length (at least 1).
+int longest_sample(const std::vector<std::vector<int32_t>>& samples);
+
+// One calibration: a calibration backend for `model` on `device` with a StatsCollector keeping
+// `keep_rows` rows, for samples of up to `max_tokens`; run() the samples, then the statistics
+// and the backend's alpha search (make_plan). The backend holds the unquantized model until the
+// Calibrator is destroyed. Throws lmx::Error as make_calibration_backend, and if the model is
+// marked quantized.
+class Calibrator {
+ public:
+  Calibrator(const LoadedModel& model, const CalibrationDevice& device, int64_t keep_rows,
+             int max_tokens);
+  Calibrator(const Calibrator&) = delete;  // the backend holds a reference to the collector
+  Calibrator& operator=(const Calibrator&) = delete;
+  void run(const std::vector<std::vector<int32_t>>& samples,
+           const CalibrationProgress& progress = {});
+  const std::vector<LayerStats>& stats() const { return collector_.stats(); }
+  SmoothingScorer& scorer();
+
+ private:
+  StatsCollector collector_;
+  std::unique_ptr<Backend> backend_;
+};
 
 }  // namespace lmx::smoothquant

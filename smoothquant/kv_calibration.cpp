@@ -21,21 +21,16 @@ constexpr float kE4m3Max = 448.0f;
 class KvRangeCollector final : public ActivationObserver {
  public:
   explicit KvRangeCollector(int layers) : ranges_(size_t(std::max(layers, 0))) {}
-  void observe(int, LinearSlot, const float*, int, int) override {}
-  void observe_kv(int layer, const float* k, const float* v, int rows, int width,
-                  int stride) override {
+  void observe(int, LinearSlot, const InputSummary&) override {}
+  void observe_kv(int layer, float k_abs_max, float v_abs_max) override {
+    if (!std::isfinite(k_abs_max) || !std::isfinite(v_abs_max))
+      throw_error(
+          "KV cache calibration: layer {} computes a non-finite K or V value (max |K| {}, max "
+          "|V| {}); the weights are broken or overflow the calibration dtype",
+          layer, k_abs_max, v_abs_max);
     KvRange& r = ranges_.at(size_t(layer));
-    for (int t = 0; t < rows; ++t)
-      for (int i = 0; i < width; ++i) {
-        const size_t at = size_t(t) * size_t(stride) + size_t(i);
-        if (!std::isfinite(k[at]) || !std::isfinite(v[at]))
-          throw_error(
-              "KV cache calibration: layer {} computes a non-finite K or V value ({}, {}); "
-              "the weights are broken or overflow fp32",
-              layer, k[at], v[at]);
-        r.k = std::max(r.k, std::fabs(k[at]));
-        r.v = std::max(r.v, std::fabs(v[at]));
-      }
+    r.k = std::max(r.k, k_abs_max);
+    r.v = std::max(r.v, v_abs_max);
   }
   const std::vector<KvRange>& ranges() const { return ranges_; }
 
@@ -51,10 +46,12 @@ std::vector<kernels::KvScale> fixed_scales(int layers, double value) {
 
 }  // namespace
 
-std::vector<KvRange> measure_kv_ranges(const LoadedModel& model,
+std::vector<KvRange> measure_kv_ranges(const LoadedModel& model, const CalibrationDevice& device,
                                        const std::vector<std::vector<int32_t>>& samples) {
   KvRangeCollector collector(model.desc.num_layers);
-  run_calibration(model, samples, collector);
+  const std::unique_ptr<Backend> backend =
+      make_calibration_backend(model, device, collector, longest_sample(samples));
+  run_calibration(*backend, samples);
   return collector.ranges();
 }
 
@@ -68,7 +65,8 @@ float kv_scale_for(float abs_max) {
   return std::ldexp(1.0f, m == 0.5f ? e - 1 : e);
 }
 
-std::vector<kernels::KvScale> calibrate_kv_scales(const LoadedModel& model) {
+std::vector<kernels::KvScale> calibrate_kv_scales(const LoadedModel& model,
+                                                  const CalibrationDevice& device) {
   if (model.random_seed)
     throw_error(
         "option.kv_cache_dtype=fp8_e4m3: {} has random benchmark weights, so there is no "
@@ -82,7 +80,7 @@ std::vector<kernels::KvScale> calibrate_kv_scales(const LoadedModel& model) {
   size_t tokens = 0;
   for (const auto& s : samples) tokens += s.size();
   const auto started = std::chrono::steady_clock::now();
-  const std::vector<KvRange> ranges = measure_kv_ranges(model, samples);
+  const std::vector<KvRange> ranges = measure_kv_ranges(model, device, samples);
   std::vector<kernels::KvScale> scales;
   float k_max = 0.0f, v_max = 0.0f;
   for (const KvRange& r : ranges) {
@@ -91,8 +89,8 @@ std::vector<kernels::KvScale> calibrate_kv_scales(const LoadedModel& model) {
     v_max = std::max(v_max, r.v);
   }
   lmx::logger().info(
-      "KV cache calibration: {} samples ({} tokens) in {:.1f} s; max |K| {:g}, max |V| {:g}",
-      samples.size(), tokens,
+      "KV cache calibration: {} samples ({} tokens) on {} in {:.1f} s; max |K| {:g}, max |V| {:g}",
+      samples.size(), tokens, device.describe(model),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), k_max,
       v_max);
   return scales;
@@ -115,7 +113,7 @@ void choose_kv_scales(LoadedModel& model, const properties::ServingConfig& confi
       model.kv_scales = std::move(*from_checkpoint);
       source = "the checkpoint";
     } else {
-      model.kv_scales = calibrate_kv_scales(model);
+      model.kv_scales = calibrate_kv_scales(model, calibration_device(config));
       source = "calibration";
     }
   }

@@ -10,13 +10,14 @@
 #include "engine/model/model.h"
 #include "kernels/kv_dtype.h"
 #include "properties/serving_config.h"
+#include "smoothquant/calibration.h"
 
 namespace lmx::smoothquant {
 
 // The calibration pass: kKvSamples windows of up to kKvSampleTokens tokens of the text built into
 // LMX (smoothquant/calibration.txt), ~500 tokens in all: enough to meet the large K/V values a
 // model makes on ordinary text (they come from a few channels and the first positions, which
-// every window has), short enough that the fp32 forward stays a small part of the load.
+// every window has), short enough that the forward stays a small part of the load.
 inline constexpr int kKvSamples = 2;
 inline constexpr int kKvSampleTokens = 256;
 // Headroom over the calibrated max for inputs larger than the calibration text's.
@@ -28,9 +29,10 @@ struct KvRange {
   float v = 0.0f;
 };
 
-// Runs `model` on the CPU reference (fp32; run_calibration) over the samples and returns
-// [num_layers] ranges. A NaN or infinite K/V value is an lmx::Error naming the layer.
-std::vector<KvRange> measure_kv_ranges(const LoadedModel& model,
+// Runs `model` on `device` (make_calibration_backend: one GPU in the serving dtype, or the CPU
+// reference in fp32) over the samples and returns [num_layers] ranges. A NaN or infinite K/V
+// value is an lmx::Error naming the layer.
+std::vector<KvRange> measure_kv_ranges(const LoadedModel& model, const CalibrationDevice& device,
                                        const std::vector<std::vector<int32_t>>& samples);
 
 // The scale for a calibrated max |x|: 1 when max * kKvScaleMargin <= 448 (a model whose K/V fit
@@ -44,12 +46,13 @@ float kv_scale_for(float abs_max);
 
 // measure_kv_ranges over the built-in text, tokenized with the model's tokenizer, as scales.
 // Throws lmx::Error for a model with random benchmark weights (nothing to calibrate).
-std::vector<kernels::KvScale> calibrate_kv_scales(const LoadedModel& model);
+std::vector<kernels::KvScale> calibrate_kv_scales(const LoadedModel& model,
+                                                  const CalibrationDevice& device);
 
 // Sets model.kv_scales for config.kv_cache_dtype=fp8_e4m3 (nothing otherwise), following
 // option.kv_cache_scale: auto = the checkpoint's scales (engine/model/kv_scales.h) when it has
-// them, else calibrate_kv_scales; calibrate; or the fixed value for every layer. Logs where the
-// scales came from and their range once.
+// them, else calibrate_kv_scales (on calibration_device(config)); calibrate; or the fixed value for
+// every layer. Logs where the scales came from and their range once.
 void choose_kv_scales(LoadedModel& model, const properties::ServingConfig& config);
 
 }  // namespace lmx::smoothquant

@@ -1,37 +1,57 @@
 #include "smoothquant/plan.h"
 
-#include <limits>
+#include <algorithm>
+#include <cmath>
 
 #include "engine/core/error.h"
-#include "engine/model/weight_map.h"
 #include "smoothquant/smoothing.h"
 
 namespace lmx::smoothquant {
 namespace {
 
-// The projections reading one smoothed input and their fp32 weights [out, in].
+// The projections reading one smoothed input: its statistics and the max |w| of each input
+// column over all of them.
 struct Group {
   const InputStats* stats = nullptr;
-  std::vector<std::vector<float>> weights;
-  std::vector<Matrix> matrices;
+  std::vector<LinearSlot> slots;
   std::vector<float> weight_max;
 
-  Group(const InputStats& s, const std::vector<const LinearRef*>& linears) : stats(&s) {
-    for (const LinearRef* l : linears) weights.push_back(materialize_f32(l->weight));
-    for (size_t i = 0; i < linears.size(); ++i)
-      matrices.push_back({weights[i].data(), linears[i]->out, linears[i]->in});
-    weight_max = weight_column_max(matrices);
-    if (s.abs_max.size() != weight_max.size())
-      throw_error("calibration saw {} input channels for {}, which has {}", s.abs_max.size(),
-                  linears[0]->weight.name, weight_max.size());
+  Group(int layer, const InputStats& s, std::vector<LinearSlot> projections,
+        SmoothingScorer& scorer)
+      : stats(&s), slots(std::move(projections)) {
+    for (const LinearSlot slot : slots) {
+      const std::vector<float> m = scorer.weight_column_max(layer, slot);
+      if (weight_max.empty()) weight_max.assign(m.size(), 0.0f);
+      if (m.size() != weight_max.size() || s.abs_max.size() != m.size())
+        throw_error("calibration saw {} input channels for layer {}'s projection {}, which has {}",
+                    s.abs_max.size(), layer, int(slot), m.size());
+      for (size_t j = 0; j < m.size(); ++j) weight_max[j] = std::max(weight_max[j], m[j]);
+    }
   }
   std::vector<float> factors(double alpha) const {
     return smoothing_factors(stats->abs_max, weight_max, alpha);
   }
-  double error(const std::vector<float>& s) const {
-    return w8a8_relative_error(stats->rows.data(), stats->kept(), matrices, s);
-  }
 };
+
+// Each alpha's relative W8A8 error of `g` on its kept rows.
+std::vector<double> group_errors(int layer, const Group& g, const std::vector<double>& grid,
+                                 SmoothingScorer& scorer) {
+  if (g.stats->kept() == 0)
+    throw_error("calibration kept no input rows of layer {} to search alpha on", layer);
+  scorer.set_rows(g.stats->rows, int(g.stats->kept()), int(g.stats->in));
+  std::vector<double> out;
+  for (const double a : grid) {
+    const std::vector<float> s = g.factors(a);
+    ErrorSums sum;
+    for (const LinearSlot slot : g.slots) {
+      const ErrorSums e = scorer.w8a8_error(layer, slot, s);
+      sum.error += e.error;
+      sum.reference += e.reference;
+    }
+    out.push_back(sum.reference > 0.0 ? sum.error / sum.reference : sum.error);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -39,9 +59,8 @@ bool folds_into_norm(const DecoderDesc& desc) {
   return desc.norm_placement == NormPlacement::Pre && !desc.residual_from_norm;
 }
 
-Plan make_plan(const LoadedModel& model, const std::vector<LayerStats>& stats,
-               std::optional<double> alpha) {
-  const DecoderDesc& d = model.desc;
+Plan make_plan(const DecoderDesc& d, const std::vector<LayerStats>& stats,
+               std::optional<double> alpha, SmoothingScorer& scorer) {
   if (stats.size() != size_t(d.num_layers))
     throw_error("calibration statistics of {} layers for a model of {}", stats.size(), d.num_layers);
   Plan plan;
@@ -49,33 +68,45 @@ Plan make_plan(const LoadedModel& model, const std::vector<LayerStats>& stats,
   plan.in_norm = folds_into_norm(d);
   const std::vector<double> grid = alpha ? std::vector<double>{*alpha} : alpha_grid();
   for (int l = 0; l < d.num_layers; ++l) {
-    const LayerWeights<WeightRef>& w = model.weights.layers[size_t(l)];
     const LayerStats& st = stats[size_t(l)];
+    const InputStats& qkv_in = st[size_t(LinearSlot::Qkv)];
     std::vector<Group> groups;
     if (d.shared_block_norm) {
-      groups.emplace_back(st[size_t(LinearSlot::Qkv)], std::vector<const LinearRef*>{&w.qkv, &w.up});
+      groups.emplace_back(l, qkv_in, std::vector{LinearSlot::Qkv, LinearSlot::Up}, scorer);
     } else {
-      groups.emplace_back(st[size_t(LinearSlot::Qkv)], std::vector<const LinearRef*>{&w.qkv});
-      groups.emplace_back(st[size_t(LinearSlot::Up)], std::vector<const LinearRef*>{&w.up});
+      groups.emplace_back(l, qkv_in, std::vector{LinearSlot::Qkv}, scorer);
+      groups.emplace_back(l, st[size_t(LinearSlot::Up)], std::vector{LinearSlot::Up}, scorer);
     }
-    LayerPlan best;
-    best.error = std::numeric_limits<double>::infinity();
-    for (const double a : grid) {
-      std::vector<std::vector<float>> s;
-      double err = 0.0;
+    std::vector<double> error(grid.size(), 0.0);
+    if (plan.searched)
       for (const Group& g : groups) {
-        s.push_back(g.factors(a));
-        if (plan.searched) err += g.error(s.back());
+        const std::vector<double> e = group_errors(l, g, grid, scorer);
+        for (size_t i = 0; i < grid.size(); ++i) error[i] += e[i];
       }
-      if (plan.searched && !(err < best.error)) continue;
-      best.alpha = a;
-      best.error = plan.searched ? err : 0.0;
-      best.qkv = std::make_shared<const std::vector<float>>(std::move(s[0]));
-      best.up = s.size() > 1 ? std::make_shared<const std::vector<float>>(std::move(s[1])) : best.qkv;
-    }
-    plan.layers.push_back(std::move(best));
+    size_t best = 0;  // the first least error
+    for (size_t i = 1; i < grid.size(); ++i)
+      if (error[i] < error[best]) best = i;
+    if (!std::isfinite(error[best]))
+      throw_error("alpha search: layer {}'s W8A8 error is {} (non-finite calibration rows?)", l,
+                  error[best]);
+    LayerPlan p;
+    p.alpha = grid[best];
+    p.error = error[best];
+    p.qkv = std::make_shared<const std::vector<float>>(groups[0].factors(p.alpha));
+    p.up = groups.size() > 1
+               ? std::make_shared<const std::vector<float>>(groups[1].factors(p.alpha))
+               : p.qkv;
+    plan.layers.push_back(std::move(p));
   }
   return plan;
+}
+
+Plan calibrate_and_plan(const LoadedModel& model, const CalibrationDevice& device,
+                        const std::vector<std::vector<int32_t>>& samples, int64_t keep_rows,
+                        std::optional<double> alpha, const CalibrationProgress& progress) {
+  Calibrator calibrator(model, device, keep_rows, longest_sample(samples));
+  calibrator.run(samples, progress);
+  return make_plan(model.desc, calibrator.stats(), alpha, calibrator.scorer());
 }
 
 void mark(LoadedModel& model, const Plan& plan) {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/backend/smoothing_scorer.h"
 #include "engine/model/model.h"
 #include "smoothquant/calibration.h"
 
@@ -36,10 +37,20 @@ struct Plan {
 // Whether a projection input produced by a norm can take 1/s into that norm exactly.
 bool folds_into_norm(const DecoderDesc& desc);
 
-// Smoothing factors for every layer of `model` (unquantized, as calibrated) from `stats`: with
-// `alpha` fixed, or per layer the grid alpha with the least relative error.
-Plan make_plan(const LoadedModel& model, const std::vector<LayerStats>& stats,
-               std::optional<double> alpha);
+// Smoothing factors for every layer of the decoder `desc` from `stats`: with `alpha` fixed, or
+// per layer the grid alpha whose W8A8 output error on the kept calibration rows is least, summed
+// over the smoothed inputs (each input's error relative to its projections' output:
+// SmoothingScorer's error / reference). The weight maxima and errors come from `scorer`, the
+// calibration backend's (Calibrator::scorer). Throws lmx::Error when the statistics do not
+// match the model or an input searched has no rows.
+Plan make_plan(const DecoderDesc& desc, const std::vector<LayerStats>& stats,
+               std::optional<double> alpha, SmoothingScorer& scorer);
+
+// make_plan on a fresh calibration: a Calibrator for `model` on `device` keeping `keep_rows`
+// rows, run over `samples`.
+Plan calibrate_and_plan(const LoadedModel& model, const CalibrationDevice& device,
+                        const std::vector<std::vector<int32_t>>& samples, int64_t keep_rows,
+                        std::optional<double> alpha, const CalibrationProgress& progress = {});
 
 // Marks qkv, o, up and down of every layer W8A8 with the plan's smoothing. Throws lmx::Error when
 // the plan's layers or sizes do not match the model.

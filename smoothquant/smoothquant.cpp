@@ -85,9 +85,10 @@ Report apply(LoadedModel& model, const Settings& settings) {
   check_samples(settings.samples, "smoothquant calibration samples");
   const std::string text = settings.calibration_file.empty() ? default_calibration_text()
                                                              : read_text(settings.calibration_file);
-  const std::string what = fmt::format("samples={} tokens={} rows={} alpha={}", settings.samples,
-                                       kSampleTokens, kSearchRows,
-                                       settings.alpha ? fmt::format("{}", *settings.alpha) : "search");
+  const std::string what = fmt::format(
+      "samples={} tokens={} rows={} alpha={} device={}", settings.samples, kSampleTokens,
+      kSearchRows, settings.alpha ? fmt::format("{}", *settings.alpha) : "search",
+      settings.device.describe(model));
   Report r;
   const bool cached = settings.cache_dir != "-";
   if (cached) {
@@ -108,13 +109,21 @@ Report apply(LoadedModel& model, const Settings& settings) {
     r.samples = int(samples.size());
     for (const auto& s : samples) r.tokens += int(s.size());
     const auto started = std::chrono::steady_clock::now();
-    lmx::logger().info("smoothquant: calibrating {} on {} samples ({} tokens)", model.dir.string(),
-                       r.samples, r.tokens);
-    r.plan = make_plan(model, calibrate(model, samples, kSearchRows, progress_report()),
-                       settings.alpha);
+    const auto seconds = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    };
+    lmx::logger().info("smoothquant: calibrating {} on {} samples ({} tokens) on {}",
+                       model.dir.string(), r.samples, r.tokens, settings.device.describe(model));
+    Calibrator calibrator(model, settings.device, kSearchRows, longest_sample(samples));
+    const double loaded = seconds();
+    calibrator.run(samples, progress_report());
+    const double ran = seconds();
+    r.plan = make_plan(model.desc, calibrator.stats(), settings.alpha, calibrator.scorer());
+    r.seconds = seconds();
     lmx::logger().info(
-        "smoothquant: calibrated in {:.1f} s",
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        "smoothquant: calibrated in {:.1f} s (the 16-bit model loaded in {:.1f} s, the samples "
+        "run in {:.1f} s, alpha {} in {:.1f} s)",
+        r.seconds, loaded, ran - loaded, settings.alpha ? "set" : "searched", r.seconds - ran);
     if (cached) write_plan(r.cache_file, what, r.plan);
   }
   mark(model, r.plan);
@@ -125,10 +134,13 @@ Report apply(LoadedModel& model, const Settings& settings) {
       {"alphas", std::move(alphas)},
       {"alpha_searched", r.plan.searched},
       {"smoothing", r.plan.in_norm ? "folded into the norms" : "applied to the activations"},
-      {"calibration",
-       r.from_cache ? nlohmann::json{{"from_cache", r.cache_file.string()}}
-                    : nlohmann::json{{"samples", r.samples}, {"tokens", r.tokens},
-                                     {"cached_in", cached ? r.cache_file.string() : ""}}}};
+      {"calibration", r.from_cache
+                          ? nlohmann::json{{"from_cache", r.cache_file.string()}}
+                          : nlohmann::json{{"samples", r.samples},
+                                           {"tokens", r.tokens},
+                                           {"device", settings.device.describe(model)},
+                                           {"seconds", r.seconds},
+                                           {"cached_in", cached ? r.cache_file.string() : ""}}}};
   lmx::logger().info("smoothquant: alpha per layer ({}): {}; smoothing {}; {} {}",
                      r.plan.searched ? "searched" : "fixed", describe_alphas(r.plan),
                      r.plan.in_norm ? "folded into the norms" : "applied to the activations",
@@ -160,7 +172,15 @@ std::optional<Settings> settings_from(const properties::ServingConfig& config) {
   s.alpha = config.smoothquant_alpha;
   s.calibration_file = config.smoothquant_calibration_file;
   s.samples = config.smoothquant_calibration_samples;
+  s.device = calibration_device(config);
   return s;
+}
+
+CalibrationDevice calibration_device(const properties::ServingConfig& config) {
+  CalibrationDevice d;
+  d.cuda = config.device == properties::Device::Cuda;
+  d.dtype = cuda_dtype_option(config.dtype);
+  return d;
 }
 
 }  // namespace lmx::smoothquant

@@ -1,4 +1,5 @@
-// option.quantize=smoothquant (docs/quantization.md): calibrate the model (CPU, fp32) over a text,
+// option.quantize=smoothquant (docs/quantization.md): calibrate the model over a text (on the GPU
+// in the serving dtype, or the CPU reference in fp32: CalibrationDevice),
 // choose the smoothing factors (alpha fixed or searched per layer), cache them, and mark every
 // decoder projection W8A8 with its smoothing; the backend then smooths, quantizes and folds as it
 // loads (engine/backend/cpu_backend.cpp).
@@ -12,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "properties/serving_config.h"
+#include "smoothquant/calibration.h"
 #include "smoothquant/plan.h"
 
 namespace lmx::smoothquant {
@@ -25,6 +27,7 @@ struct Settings {
   std::string calibration_file;       // empty: the text shipped with LMX (default_calibration_text)
   int samples = kDefaultSamples;      // at most this many windows of kSampleTokens
   std::filesystem::path cache_dir;    // empty: default_cache_dir(); "-" : no cache
+  CalibrationDevice device;           // where calibration and the alpha search run (default: CPU)
 };
 
 // The calibration text written for LMX (smoothquant/calibration.txt, compiled in).
@@ -42,6 +45,7 @@ struct Report {
   bool from_cache = false;
   std::filesystem::path cache_file;
   int samples = 0, tokens = 0;  // calibration run (0 when cached)
+  double seconds = 0.0;         // calibration and alpha search, the model's load included
 };
 
 // `model` is loaded without quantization; afterwards its qkv / o / up / down are W8A8 with the
@@ -53,6 +57,10 @@ Report apply(LoadedModel& model, const Settings& settings);
 // `smoothquant` settings loaded unquantized and apply()'d.
 LoadedModel load_quantized_model(const std::filesystem::path& dir, const LinearQuant& quant,
                                  const std::optional<Settings>& smoothquant);
+
+// Where the configuration's model runs, for calibration: option.device and option.dtype, GPU 0
+// (calibration runs once, before the replicas and ranks load).
+CalibrationDevice calibration_device(const properties::ServingConfig& config);
 
 // The configuration's smoothquant settings; nullopt unless option.quantize=smoothquant.
 std::optional<Settings> settings_from(const properties::ServingConfig& config);

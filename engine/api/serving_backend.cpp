@@ -72,13 +72,7 @@ KvCacheShape plan_cpu_kv(const properties::ServingConfig& config, const DecoderD
 // option.dtype auto = the checkpoint's own dtype (bf16 stays bf16, fp16 and fp32 checkpoints run
 // in fp16, the serving default of LMI).
 CudaDtype cuda_dtype(properties::Dtype d, const ModelConfig& model) {
-  switch (d) {
-    case properties::Dtype::Fp32: return CudaDtype::F32;
-    case properties::Dtype::Fp16: return CudaDtype::F16;
-    case properties::Dtype::Bf16: return CudaDtype::BF16;
-    case properties::Dtype::Auto: break;
-  }
-  return model.dtype().value_or("") == "bfloat16" ? CudaDtype::BF16 : CudaDtype::F16;
+  return cuda_dtype_option(d).value_or(auto_cuda_dtype(model.dtype()));
 }
 #endif
 

@@ -17,6 +17,8 @@
 
 namespace lmx {
 
+class SmoothingScorer;  // engine/backend/smoothing_scorer.h
+
 struct BatchChunk {
   std::span<const int32_t> tokens;       // new tokens of this sequence
   int start_position = 0;                // position of tokens[0] = tokens already in the cache
@@ -89,6 +91,11 @@ class Backend {
   // the device). The default samples forward()'s host logits with the CPU kernel.
   virtual void forward_sample(std::span<const BatchChunk> chunks, std::span<const SampleSpec> rows,
                               std::span<SampledToken> out, std::vector<float>* logits = nullptr);
+
+  // smoothquant's alpha search over the unquantized weights this backend holds (a backend made
+  // with an ActivationObserver, one rank); null where the backend offers none. Owned by the
+  // backend.
+  virtual SmoothingScorer* smoothing_scorer() { return nullptr; }
 
   // Per-op time accumulated since the last call, when the backend was built to profile
   // ({"op": {"ms": total, "steps": n}}); empty otherwise. Resets the counters.

@@ -5,6 +5,7 @@
 
 #include "engine/backend/activation_kind.h"
 #include "engine/backend/alibi.h"
+#include "engine/backend/cpu_smoothing_scorer.h"
 #include "engine/backend/rope.h"
 #include "engine/backend/sample_rows.h"
 #include "engine/core/error.h"
@@ -14,13 +15,14 @@
 #include "engine/parallel/communicator.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/calibration.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/kv_dtype.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/rotary.h"
 #include "kernels/sampling.h"
-#include "kernels/kv_dtype.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
 #include "quant/w8a8.h"
@@ -191,6 +193,21 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   // One rank only: the other ranks of a group would not know which rows to compute.
   bool supports_all_logits() const override { return tp_.ranks == 1; }
+
+  // A calibration backend's (one with an observer): the alpha search over its fp32 weights.
+  SmoothingScorer* smoothing_scorer() override {
+    if (!observer_) return nullptr;
+    if (!scorer_)
+      scorer_ = std::make_unique<CpuSmoothingScorer>([this](int l, LinearSlot slot) {
+        const LayerWeights<Buffer>& L = w_.layers.at(size_t(l));
+        const CpuLinear* p[] = {&L.qkv, &L.o, &L.up, &L.down};
+        const CpuLinear& lin = *p[size_t(slot)];
+        if (lin.weight.empty())
+          throw_error("alpha search: layer {} projection {} is not held unquantized", l, int(slot));
+        return view(lin);
+      });
+    return scorer_.get();
+  }
   std::string kv_cache_dtype_name() const override {
     return kv_.dtype == kernels::KvDtype::fp8_e4m3 ? "fp8_e4m3" : "fp32";
   }
@@ -336,8 +353,24 @@ class CpuBackend final : public Backend {
   }
 
   // Shows an observer (calibration) the input x [rows, in] of layer l's projection `slot`.
-  void observe(int l, LinearSlot slot, const float* x, int rows, int64_t in) const {
-    if (observer_) observer_->observe(l, slot, x, rows, int(in));
+  void observe(int l, LinearSlot slot, const float* x, int rows, int64_t in) {
+    if (!observer_) return;
+    observed_max_.assign(size_t(in), 0.0f);
+    kernels::cpu::column_abs_max(x, rows, int(in), int(in), observed_max_.data());
+    const int head = std::min(rows, std::max(0, observer_->rows_wanted(l, slot)));
+    observer_->observe(l, slot, {rows, int(in), observed_max_.data(), x, head});
+  }
+
+  // Shows an observer the K and V [rows, width] (row stride `ld`) layer l is about to cache.
+  void observe_kv(int l, const float* k, const float* v, int rows, int width, int ld) {
+    if (!observer_) return;
+    float max[2];
+    for (int i = 0; i < 2; ++i) {
+      observed_max_.assign(size_t(width), 0.0f);
+      kernels::cpu::column_abs_max(i == 0 ? k : v, rows, width, ld, observed_max_.data());
+      max[i] = kernels::cpu::max_or_nan(observed_max_.data(), observed_max_.size());
+    }
+    observer_->observe_kv(l, max[0], max[1]);
   }
 
   // logits [rows, lm_head.out] = LM head (x [rows, embed_dim]): its weight may be the tied
@@ -416,7 +449,7 @@ class CpuBackend final : public Backend {
       k::rotary(kk, QKV, positions_.data(), inv_freq_.data(), T, local_.num_kv_heads,
                 desc_.head_dim, desc_.rope.rotary_dim);
     }
-    if (observer_) observer_->observe_kv(l, kk, v, T, local_.kv_size(), QKV);
+    observe_kv(l, kk, v, T, local_.kv_size(), QKV);
     float* kc = k_cache_[size_t(l)].data();
     float* vc = v_cache_[size_t(l)].data();
     kernels::PagedKvLayout layout = layout_;
@@ -511,6 +544,8 @@ class CpuBackend final : public Backend {
   KvCacheShape kv_;
   Communicator* comm_;     // null: the whole model on one rank
   ActivationObserver* observer_;  // null, or calibration's (sees every projection's input)
+  Buffer observed_max_;           // its column maxima, [in]
+  std::unique_ptr<CpuSmoothingScorer> scorer_;  // its alpha search, made when first asked
   TensorParallelRank tp_;
   DecoderDesc local_;      // this rank's heads and intermediate slice (engine/model/shard.h)
   Buffer local_logits_, gathered_;  // tensor parallelism: this rank's and every rank's logits

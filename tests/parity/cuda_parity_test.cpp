@@ -678,8 +678,8 @@ TEST_P(CudaHfParity, SmoothQuantMatchesCpuSmoothQuant) {
     ids.insert(ids.end(), path.begin(), path.end());
     samples.push_back(std::move(ids));
   }
-  const smoothquant::Plan plan = smoothquant::make_plan(
-      model, smoothquant::calibrate(model, samples, smoothquant::kSearchRows), 0.5);
+  const smoothquant::Plan plan =
+      smoothquant::calibrate_and_plan(model, {}, samples, smoothquant::kSearchRows, 0.5);
   smoothquant::mark(model, plan);
   expect_quantized_matches_cpu(f, GetParam(), model, {"w8a8", 1e-4, 2.0, 3.0});
 }

@@ -10,12 +10,14 @@
 
 #include "engine/api/engine.h"
 #include "engine/backend/cpu_backend.h"
+#include "engine/backend/cpu_smoothing_scorer.h"
 #include "engine/generate/generator.h"
 #include "engine/model/weight_map.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "properties/serving_config.h"
 #include "smoothquant/cache.h"
 #include "smoothquant/calibration.h"
+#include "smoothquant/plan.h"
 #include "smoothquant/smoothing.h"
 #include "smoothquant/smoothquant.h"
 #include "tests/support/parity_fixtures.h"
@@ -69,7 +71,8 @@ TEST(SmoothQuantCalibration, ProgressIsToldAfterEverySample) {
   const LoadedModel m = load_model(testing::parity_dir() / "llama_mha_tied");
   const auto samples = random_samples(m.desc, {7, 13, 3});
   std::vector<std::pair<size_t, size_t>> told;
-  calibrate(m, samples, 5, [&](size_t done, size_t total) { told.emplace_back(done, total); });
+  Calibrator c(m, {}, 5, longest_sample(samples));
+  c.run(samples, [&](size_t done, size_t total) { told.emplace_back(done, total); });
   EXPECT_EQ(told, (std::vector<std::pair<size_t, size_t>>{{1, 3}, {2, 3}, {3, 3}}));
 }
 
@@ -77,7 +80,9 @@ TEST(SmoothQuantCalibration, StatisticsMatchADirectComputation) {
   // Llama (pre RMSNorm): layer 0's qkv input is rms_norm(embed[id]) * w, token by token.
   const LoadedModel m = load_model(testing::parity_dir() / "llama_mha_tied");
   const auto samples = random_samples(m.desc, {7, 13});
-  const std::vector<LayerStats> stats = calibrate(m, samples, 5);
+  Calibrator c(m, {}, 5, longest_sample(samples));
+  c.run(samples);
+  const std::vector<LayerStats>& stats = c.stats();
   ASSERT_EQ(stats.size(), size_t(m.desc.num_layers));
   const int H = m.desc.hidden_size;
   const std::vector<float> embed = materialize_f32(m.weights.embed);
@@ -137,7 +142,7 @@ TEST_P(SmoothingIsExact, LogitsUnchanged) {
   const auto f = testing::open_parity_fixture(GetParam());
   const LoadedModel ref = load_model(f.model_dir);
   LoadedModel smoothed = load_model(f.model_dir);
-  Plan plan = make_plan(smoothed, calibrate(smoothed, random_samples(smoothed.desc, {9}), 8), 0.5);
+  Plan plan = calibrate_and_plan(smoothed, {}, random_samples(smoothed.desc, {9}), 8, 0.5);
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> log_s(-3.0f, 3.0f);
   for (LayerPlan& l : plan.layers) {
@@ -183,7 +188,8 @@ TEST(SmoothQuantW8A8, GreedyRunAndPerplexityNearFp32) {
   const auto f = testing::open_parity_fixture("llama_gqa_llama3_bias");
   const LoadedModel ref = load_model(f.model_dir);
   LoadedModel q = load_model(f.model_dir);
-  const Plan plan = make_plan(q, calibrate(q, random_samples(q.desc, {24, 40}), kSearchRows), std::nullopt);
+  const Plan plan =
+      calibrate_and_plan(q, {}, random_samples(q.desc, {24, 40}), kSearchRows, std::nullopt);
   ASSERT_TRUE(plan.searched);
   for (const LayerPlan& l : plan.layers) {
     EXPECT_GE(l.alpha, 0.3 - 1e-9);
@@ -210,22 +216,82 @@ TEST(SmoothQuantW8A8, GreedyRunAndPerplexityNearFp32) {
 // The alpha search never picks a grid value with a larger calibration error than another.
 TEST(SmoothQuantW8A8, SearchedAlphaHasTheLeastError) {
   LoadedModel m = load_model(testing::parity_dir() / "gpt2");
-  const auto stats = calibrate(m, random_samples(m.desc, {30}), kSearchRows);
-  const Plan searched = make_plan(m, stats, std::nullopt);
+  const auto samples = random_samples(m.desc, {30});
+  Calibrator c(m, {}, kSearchRows, longest_sample(samples));
+  c.run(samples);
+  const std::vector<LayerStats>& stats = c.stats();
+  SmoothingScorer& scorer = c.scorer();
+  const Plan searched = make_plan(m.desc, stats, std::nullopt, scorer);
+  const auto relative = [&](int l, LinearSlot slot, const std::vector<float>& s) {
+    const InputStats& in = stats[size_t(l)][size_t(slot)];
+    scorer.set_rows(in.rows, int(in.kept()), int(in.in));
+    const ErrorSums e = scorer.w8a8_error(l, slot, s);
+    return e.error / e.reference;
+  };
   for (const double a : alpha_grid()) {
-    const Plan fixed = make_plan(m, stats, a);
-    for (size_t l = 0; l < fixed.layers.size(); ++l) {
-      const LayerWeights<WeightRef>& w = m.weights.layers[l];
-      const auto W = [](const LinearRef& r) { return materialize_f32(r.weight); };
-      const std::vector<float> qkv = W(w.qkv), up = W(w.up);
-      const double e =
-          w8a8_relative_error(stats[l][0].rows.data(), stats[l][0].kept(),
-                              {{qkv.data(), w.qkv.out, w.qkv.in}}, *fixed.layers[l].qkv) +
-          w8a8_relative_error(stats[l][2].rows.data(), stats[l][2].kept(),
-                              {{up.data(), w.up.out, w.up.in}}, *fixed.layers[l].up);
-      EXPECT_LE(searched.layers[l].error, e * (1 + 1e-12)) << "layer " << l << " alpha " << a;
+    const Plan fixed = make_plan(m.desc, stats, a, scorer);
+    for (int l = 0; l < int(fixed.layers.size()); ++l) {
+      const double e = relative(l, LinearSlot::Qkv, *fixed.layers[size_t(l)].qkv) +
+                       relative(l, LinearSlot::Up, *fixed.layers[size_t(l)].up);
+      EXPECT_LE(searched.layers[size_t(l)].error, e * (1 + 1e-12))
+          << "layer " << l << " alpha " << a;
     }
   }
+}
+
+// The CPU alpha search's sums against a direct computation: W diag(s) and x diag(1/s) quantized
+// as quant/int8.h and quant/w8a8.h say, the products in fp64.
+TEST(SmoothQuantScorer, CpuSumsMatchADirectComputation) {
+  const int out = 24, in = 40, rows = 7;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::uniform_real_distribution<float> log_s(-2.0f, 2.0f);
+  std::vector<float> w(size_t(out * in)), x(size_t(rows * in)), s(static_cast<size_t>(in));
+  for (float& v : w) v = n(rng);
+  for (float& v : x) v = n(rng) * 3.0f;
+  for (float& v : s) v = std::exp(log_s(rng));
+  CpuSmoothingScorer scorer([&](int, LinearSlot) {
+    return kernels::LinearWeights<float>{w.data(), nullptr, out, in};
+  });
+  scorer.set_rows(x, rows, in);
+  const ErrorSums got = scorer.w8a8_error(0, LinearSlot::Qkv, s);
+  // Direct: per output row, q = round_half_even(w s / (max |w s| / 127)); per input row likewise
+  // of x / s; y = sum q_w q_x * scale_w * scale_x.
+  const auto quantize = [](std::vector<double> v, std::vector<double>& q) {
+    double m = 0.0;
+    for (const double e : v) m = std::max(m, std::fabs(e));
+    const float scale = float(m) / 127.0f;
+    q.resize(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      q[i] = scale > 0 ? std::nearbyint(float(v[i]) / scale) : 0.0;
+    return double(scale);
+  };
+  double error = 0.0, reference = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> xs(static_cast<size_t>(in)), qx;
+    for (int j = 0; j < in; ++j)
+      xs[size_t(j)] = double(x[size_t(r * in + j)] * (1.0f / s[size_t(j)]));
+    const double sx = quantize(xs, qx);
+    for (int o = 0; o < out; ++o) {
+      std::vector<double> ws(static_cast<size_t>(in)), qw;
+      for (int j = 0; j < in; ++j) ws[size_t(j)] = double(w[size_t(o * in + j)] * s[size_t(j)]);
+      const double sw = quantize(ws, qw);
+      double acc = 0.0, exact = 0.0;
+      for (int j = 0; j < in; ++j) {
+        acc += qx[size_t(j)] * qw[size_t(j)];
+        exact += double(x[size_t(r * in + j)]) * w[size_t(o * in + j)];
+      }
+      const double d = acc * sx * sw - exact;
+      error += d * d;
+      reference += exact * exact;
+    }
+  }
+  EXPECT_NEAR(got.reference, reference, 1e-5 * reference);
+  EXPECT_NEAR(got.error, error, 1e-3 * error);
+  EXPECT_GT(got.error, 0.0);
+  // Errors name what is wrong.
+  EXPECT_THROW(scorer.set_rows(x, rows + 1, in), Error);
+  EXPECT_THROW(scorer.w8a8_error(0, LinearSlot::Qkv, std::vector<float>(3, 1.0f)), Error);
 }
 
 // Temporary LMX_CACHE_DIR for the engine and apply() tests.

@@ -64,7 +64,7 @@ class KvFp8Scales : public ::testing::Test {
 };
 
 TEST_F(KvFp8Scales, CalibrationSeesKAndVBeyond448AndPicksPowerOfTwoScales) {
-  const auto ranges = smoothquant::measure_kv_ranges(model_, {prompt_});
+  const auto ranges = smoothquant::measure_kv_ranges(model_, {}, {prompt_});
   ASSERT_EQ(ranges.size(), 2u);
   for (const auto& r : ranges) {
     EXPECT_GT(r.k, 448.0f);  // the model really needs scales
@@ -93,7 +93,7 @@ TEST(KvScaleFor, OneWhileTheMaxFitsThenTheNextPowerOfTwo) {
 
 TEST_F(KvFp8Scales, ScaledCacheHoldsLargeValuesWhereScaleOneSaturates) {
   std::vector<kernels::KvScale> scales;
-  for (const auto& r : smoothquant::measure_kv_ranges(model_, {prompt_}))
+  for (const auto& r : smoothquant::measure_kv_ranges(model_, {}, {prompt_}))
     scales.push_back({smoothquant::kv_scale_for(r.k), smoothquant::kv_scale_for(r.v)});
   std::vector<float> ref_logits, unscaled_logits, scaled_logits;
   const auto ref = prefill(KvDtype::model, ref_logits);
@@ -157,7 +157,7 @@ TEST(KvFp8Calibration, RandomWeightsAskForAFixedScale) {
   model.dir = "/models/bench";
   model.random_seed = 7;
   try {
-    smoothquant::calibrate_kv_scales(model);
+    smoothquant::calibrate_kv_scales(model, {});
     FAIL() << "expected an lmx::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("random benchmark weights"), std::string::npos)
@@ -170,7 +170,7 @@ TEST(KvFp8Calibration, RandomWeightsAskForAFixedScale) {
 // the fp8 cache behaves exactly as it did before scales existed.
 TEST(KvFp8Calibration, StoriesModelKeepsScaleOne) {
   const LoadedModel model = load_model(shared_models_dir() / "stories260k");
-  const auto scales = smoothquant::calibrate_kv_scales(model);
+  const auto scales = smoothquant::calibrate_kv_scales(model, {});
   ASSERT_EQ(scales.size(), size_t(model.desc.num_layers));
   for (const kernels::KvScale& s : scales) {
     EXPECT_EQ(s.k, 1.0f);

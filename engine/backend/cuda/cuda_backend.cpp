@@ -16,6 +16,8 @@
 #include "engine/backend/cuda/device_info.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/fp8_linear.h"
+#include "engine/backend/cuda/input_recorder.h"
+#include "engine/backend/cuda/smoothing_scorer.h"
 #include "engine/backend/cuda/w8a8_linear.h"
 #include "engine/backend/decode_graph_buckets.h"
 #include "engine/backend/rope.h"
@@ -147,6 +149,7 @@ class CudaBackend final : public Backend {
     fp8_ = decoder_quant(w_) == QuantKind::Fp8;
     allocate_scratch();
     allocate_kv();
+    if (opts_.observer) recorder_ = std::make_unique<InputRecorder<T>>(*opts_.observer, desc_);
     // The fused decode projections run the norms inside the projections that read them; the
     // load folded the norm weights into those (folds_norms), unless an fp8 checkpoint's codes
     // were to stay as stored.
@@ -177,6 +180,30 @@ class CudaBackend final : public Backend {
   // Every token's logits (lmx perplexity) on one rank: the LM head over all the step's rows, into
   // head buffers of their own grown to the step (the decode graphs keep theirs).
   bool supports_all_logits() const override { return tp_.ranks == 1; }
+
+  // A calibration backend's (CudaBackendOptions::observer): the alpha search over its weights.
+  SmoothingScorer* smoothing_scorer() override {
+    if (!recorder_) return nullptr;
+    if (!scorer_)
+      scorer_ = std::make_unique<CudaSmoothingScorer<T>>(
+          gemm_,
+          [this](int l, LinearSlot slot) -> const DeviceLinear<T>& {
+            const DeviceLayer& L = w_.layers.at(size_t(l));
+            switch (slot) {
+              case LinearSlot::Qkv:
+                return L.qkv;
+              case LinearSlot::O:
+                return L.o;
+              case LinearSlot::Up:
+                return L.up;
+              case LinearSlot::Down:
+                break;
+            }
+            return L.down;
+          },
+          stream_);
+    return scorer_.get();
+  }
 
   void forward(std::span<const BatchChunk> chunks, std::vector<float>& logits) override {
     LMX_CUDA_CHECK(cudaSetDevice(device_));  // the caller's thread may not have made it current
@@ -279,6 +306,7 @@ class CudaBackend final : public Backend {
     step_all_logits_ = m.all_logits;
     if (m.all_logits) grow_all_head(size_t(m.logit_rows));
     upload(m.packed, meta_.get());
+    if (recorder_) recorder_->begin(stream_);
     if (bucket)
       run_graph(m);
     else
@@ -329,6 +357,12 @@ class CudaBackend final : public Backend {
     LMX_CUDA_CHECK(cudaStreamSynchronize(stream_));
     LMX_CUDA_CHECK(cudaGetLastError());
     collect_marks();
+    if (recorder_) recorder_->deliver(stream_);
+  }
+
+  // Calibration: the input of layer l's projection `slot` (x [n, in], device) to the recorder.
+  void observe(int l, LinearSlot slot, const T* x, int n, int64_t in) {
+    if (recorder_) recorder_->input(l, slot, x, n, int(in), stream_);
   }
 
   // Profiling: an event before each op class; the time to the next event is that op's.
@@ -526,7 +560,7 @@ class CudaBackend final : public Backend {
     if (desc_.norm_placement == NormPlacement::Post) {  // x = norm(x + block(x))
       attention_block(L, l, s, x_.get());
       post_norm(L.attn_norm, n);
-      mlp_block(L, s, x_.get(), delta_.get());
+      mlp_block(L, l, s, x_.get(), delta_.get());
       post_norm(mlp_norm, n);
       return;
     }
@@ -534,7 +568,7 @@ class CudaBackend final : public Backend {
       // Both projections that normalize x_ themselves (qkv, up) run before either block adds its
       // output to x_ in its last projection's epilogue: qkv, the MLP, then attention and o.
       qkv_projection(L, l, s, h_.get());
-      mlp_block(L, s, h_.get(), delta_.get());
+      mlp_block(L, l, s, h_.get(), delta_.get());
       attend_and_project(L, l, s);
       return;
     }
@@ -548,7 +582,7 @@ class CudaBackend final : public Backend {
                   mlp_in, n);
       }
       attention_block(L, l, s, h_.get());
-      mlp_block(L, s, mlp_in, h_.get());  // h_ is free once the projections have read it
+      mlp_block(L, l, s, mlp_in, h_.get());  // h_ is free once the projections have read it
       if (!s.residual_in_epilogue)  // both outputs pending: one sum for the next norm to add
         k::bias_add<T>(h_.get(), nullptr, delta_.get(), delta_.get(), n, desc_.hidden_size, stream_);
       return;
@@ -557,7 +591,7 @@ class CudaBackend final : public Backend {
     begin_block(L.attn_norm, s);
     attention_block(L, l, s, h_.get());
     begin_block(mlp_norm, s);
-    mlp_block(L, s, h_.get(), delta_.get());
+    mlp_block(L, l, s, h_.get(), delta_.get());
   }
 
   // Before a pre-norm block: h_ = norm(x_ + pending output). Fused decode steps skip it (the
@@ -603,6 +637,7 @@ class CudaBackend final : public Backend {
       }
     }
     mark("qkv_proj");
+    observe(l, LinearSlot::Qkv, in, n, L.qkv.in);
     linear(L.qkv, in, qkv_.get(), n);
     write_rope_kv(L, l, s);
   }
@@ -612,6 +647,7 @@ class CudaBackend final : public Backend {
     mark("attention");
     attention(l, s);
     mark("o_proj");
+    observe(l, LinearSlot::O, attn_.get(), s.n(), L.o.in);
     output_projection(L.o, attn_.get(), delta_.get(), s);
   }
 
@@ -648,7 +684,7 @@ class CudaBackend final : public Backend {
 
   // out [n, hidden] = down(act(up(in))) + bias, gated or plain (fused decode: the gate/up
   // projection normalizes x_ itself and the down projection adds into x_).
-  void mlp_block(const DeviceLayer& L, const Step& s, const T* in, T* out) {
+  void mlp_block(const DeviceLayer& L, int l, const Step& s, const T* in, T* out) {
     const int n = s.n(), I = desc_.intermediate_size;
     const bool gated = desc_.mlp == MlpKind::Gated;
     mark("gate_up_proj");
@@ -665,6 +701,7 @@ class CudaBackend final : public Backend {
         return;
       }
     }
+    observe(l, LinearSlot::Up, in, n, L.up.in);
     linear(L.up, in, up_.get(), n);
     mark("activation");
     const T* up_bias = ptr(L.up.bias);
@@ -677,6 +714,7 @@ class CudaBackend final : public Backend {
     else
       k::bias_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);
     mark("down_proj");
+    observe(l, LinearSlot::Down, act_.get(), n, L.down.in);
     output_projection(L.down, act_.get(), out, s);
   }
 
@@ -918,6 +956,10 @@ class CudaBackend final : public Backend {
                           desc_.num_heads, kc, vc, s.d + s.m.tables, s.d + s.m.seq, n,
                           layer_layout(l), stream_);
     });
+    if (recorder_) {  // calibration: K (rotated) and V as cached, from qkv_
+      const T* k = qkv_.get() + desc_.q_size();
+      recorder_->kv(l, k, k + desc_.kv_size(), n, QKV, stream_);
+    }
   }
 
   // opts_.kv_scales: one per layer, and only for an fp8 cache.
@@ -1195,6 +1237,8 @@ class CudaBackend final : public Backend {
   bool int8_ = false;  // dynamic_int8: every projection holds int8 values and row scales
   bool w8a8_ = false;  // smoothquant: the decoder's projections are W8A8 (the LM head is not)
   bool explicit_smoothing_ = false;  // some W8A8 projection applies 1/s to its activations
+  std::unique_ptr<InputRecorder<T>> recorder_;      // calibration (CudaBackendOptions::observer)
+  std::unique_ptr<CudaSmoothingScorer<T>> scorer_;  // its alpha search, made when first asked
   std::unique_ptr<W8A8Linear<T>> w8a8_linear_;  // their step scratch and int8 GEMM
   bool fp8_ = false;  // fp8: the decoder's projections hold E4M3 codes (the LM head does not)
   std::unique_ptr<Fp8Linear<T>> fp8_linear_;  // their step scratch and FP8 GEMM
@@ -1316,14 +1360,24 @@ std::unique_ptr<Backend> make_group(const DecoderDesc& desc, const ModelWeightRe
   });
 }
 
-}  // namespace
-
-CudaDtype parse_cuda_dtype(const std::string& name) {
-  if (name == "fp32") return CudaDtype::F32;
-  if (name == "fp16") return CudaDtype::F16;
-  if (name == "bf16") return CudaDtype::BF16;
-  throw_error("dtype '{}' is not one of fp32, fp16, bf16", name);
+// A calibration backend (CudaBackendOptions::observer) computes the unquantized model, unfused,
+// eagerly, on one GPU: what its observer and alpha search see is the model's own.
+void check_observer_options(const CudaBackendOptions& o, const ModelWeightRefs& refs) {
+  if (!o.observer) return;
+  if (o.tensor_parallel_degree != 1)
+    throw_error("calibration runs on one GPU; tensor_parallel_degree is {}",
+                o.tensor_parallel_degree);
+  const LinearQuant decoder{decoder_quant(refs)};
+  if (decoder.quantized() || refs.lm_head.quant.quantized())
+    throw_error("calibration runs the unquantized model; this one is marked for {}",
+                (decoder.quantized() ? decoder : refs.lm_head.quant).method());
+  if (o.fuse_decode_projections || o.cuda_graphs)
+    throw_error(
+        "internal: a calibration backend needs fuse_decode_projections and cuda_graphs "
+        "off");
 }
+
+}  // namespace
 
 int cuda_device_count() {
   int n = 0;
@@ -1335,6 +1389,7 @@ bool cuda_device_available() { return cuda_device_count() > 0; }
 // A random-weight benchmark model keeps the quantization load_model requested on its weights
 // (option.quantize on a served benchmark model), like a checkpoint's.
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& o) {
+  check_observer_options(o, model.weights);
   CudaBackendOptions with_scales = o;
   if (with_scales.kv_scales.empty()) with_scales.kv_scales = layer_kv_scales(model, o.kv_dtype);
   return make_group(model.desc, model.weights, model.random_seed, with_scales);
@@ -1345,6 +1400,7 @@ std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
                                                   const LinearQuant& quant) {
   ModelWeightRefs refs = describe_weights(desc);
   if (quant.quantized()) request_quantization(refs, quant);
+  check_observer_options(o, refs);
   return make_group(desc, refs, seed, o);
 }
 

@@ -4,17 +4,47 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/backend/activation_observer.h"
 #include "engine/backend/backend.h"
+#include "engine/core/error.h"
 #include "engine/model/model.h"
 #include "kernels/kv_dtype.h"
+#include "properties/config_enums.h"
 
 namespace lmx {
 
 enum class CudaDtype { F32, F16, BF16 };
-CudaDtype parse_cuda_dtype(const std::string& name);  // "fp32", "fp16", "bf16"
+// "fp32", "fp16", "bf16"; anything else is an lmx::Error naming it.
+inline CudaDtype parse_cuda_dtype(const std::string& name) {
+  if (name == "fp32") return CudaDtype::F32;
+  if (name == "fp16") return CudaDtype::F16;
+  if (name == "bf16") return CudaDtype::BF16;
+  throw_error("dtype '{}' is not one of fp32, fp16, bf16", name);
+}
+
+// option.dtype auto on CUDA, from the checkpoint's torch_dtype: bf16 stays bf16, fp16 and fp32
+// checkpoints run in fp16 (the serving default of LMI).
+inline CudaDtype auto_cuda_dtype(const std::optional<std::string>& checkpoint_dtype) {
+  return checkpoint_dtype.value_or("") == "bfloat16" ? CudaDtype::BF16 : CudaDtype::F16;
+}
+// option.dtype as a CUDA dtype; auto: unset (auto_cuda_dtype decides).
+inline std::optional<CudaDtype> cuda_dtype_option(properties::Dtype d) {
+  switch (d) {
+    case properties::Dtype::Fp32:
+      return CudaDtype::F32;
+    case properties::Dtype::Fp16:
+      return CudaDtype::F16;
+    case properties::Dtype::Bf16:
+      return CudaDtype::BF16;
+    case properties::Dtype::Auto:
+      break;
+  }
+  return std::nullopt;
+}
 
 struct CudaBackendOptions {
   CudaDtype dtype = CudaDtype::F16;
@@ -67,6 +97,13 @@ struct CudaBackendOptions {
   // The GPU of rank 0 (replica k of option.max_replicas starts at k * degree); rank r runs on
   // first_device + r. Under mpirun: the process's local rank.
   int first_device = 0;
+  // Calibration (smoothquant, fp8 KV scales): after each forward the observer sees a summary of
+  // every projection input and of the K/V cached, reduced on the GPU (engine/backend/
+  // activation_observer.h), and Backend::smoothing_scorer() answers the alpha search on the GPU.
+  // Needs an unquantized model on one rank with fuse_decode_projections off (the inputs the
+  // observer sees, and the weights the search scores, are the model's own). Not owned; must
+  // outlive the backend.
+  ActivationObserver* observer = nullptr;
 };
 
 bool cuda_device_available();
