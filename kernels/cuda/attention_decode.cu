@@ -1,8 +1,12 @@
 // Split-K ("flash-decoding") paged attention: see kernels/attention.h and docs/attention.md.
 //
-// Two kernels, chosen at launch by the group size (query heads per kv head):
+// Three kernels, chosen at launch by the group size (query heads per kv head):
 //
-// decode_kernel (groups > kWarpMaxGroup, i.e. GQA/MQA): grid (splits, kv_heads * head_chunks,
+// decode_mma_kernel (attention_decode_mma.cu; groups of 3-16 at head_dim <= 128 without ALiBi):
+// the group's heads as the rows of tensor-core products, each warp streaming its own chunks; the
+// same split plan, workspace and decode_reduce_kernel as decode_kernel.
+//
+// decode_kernel (the other groups > kWarpMaxGroup, i.e. GQA/MQA): grid (splits, kv_heads * head_chunks,
 // tokens), 128 threads. One CTA streams the keys [begin, end) of one token's attended range for
 // one kv head, in tiles of 32 positions gathered from the paged cache with cp.async (16-byte,
 // zero-filled past the end, double-buffered), and serves every query head of the group (up to
@@ -42,6 +46,8 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_decode_common.cuh"
+#include "kernels/cuda/attention_decode_mma.cuh"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
 #include "kernels/cuda/kv_types.cuh"
@@ -51,6 +57,10 @@ namespace lmx::kernels::cuda {
 namespace {
 
 namespace cg = cooperative_groups;
+using decode::kv_row;
+using decode::merge_partials;
+using decode::merge_weight;
+using decode::store_pair;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
@@ -88,6 +98,12 @@ constexpr int kFillCtas = LMX_ATTN_DECODE_FILL_CTAS;
 #ifndef LMX_ATTN_DECODE_MAX_CLUSTER
 #define LMX_ATTN_DECODE_MAX_CLUSTER 8
 #endif
+// decode_mma_kernel for the groups it serves (decode::mma_serves); 0: decode_kernel for every group
+// past kWarpMaxGroup (comparisons).
+#ifndef LMX_ATTN_DECODE_MMA
+#define LMX_ATTN_DECODE_MMA 1
+#endif
+constexpr bool kDecodeMma = LMX_ATTN_DECODE_MMA != 0;
 constexpr int kWarpMaxGroup = LMX_ATTN_DECODE_WARP_MAX_GROUP;
 constexpr int kWarpTargetCtas = LMX_ATTN_DECODE_WARP_TARGET_CTAS;
 constexpr int kMaxCluster = LMX_ATTN_DECODE_MAX_CLUSTER;
@@ -115,25 +131,6 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// Writes (v.x, v.y) * scale as one pair of T.
-template <typename T>
-__device__ __forceinline__ void store_pair(T* p, float2 v, float scale) {
-  *reinterpret_cast<typename Vec2<T>::type*>(p) =
-      Vec2<T>::from_float2(make_float2(v.x * scale, v.y * scale));
-}
-
-// Weight 2^(m - M) of a partial with running max m in a merge whose max is M; 0 for an empty
-// partial (m = -inf), also when every partial is empty (no -inf - -inf = NaN).
-__device__ __forceinline__ float merge_weight(float m, float M) {
-  return m == -INFINITY ? 0.0f : exp2f(m - M);
-}
-
-// Row of the cache ([num_blocks, block_size, kv_heads] rows of head_dim) holding position p of
-// kv head kvh, given the sequence's block-table entry for p.
-__device__ __forceinline__ size_t kv_row(int entry, int p, const PagedKvLayout& L, int kvh) {
-  return (size_t(entry) * L.block_size + p % L.block_size) * L.kv_heads + kvh;
 }
 
 // s[g] = q[g] . k for G heads (q: fp32 [G][D] in shared memory, pre-scaled; k: one row of the
@@ -445,26 +442,6 @@ constexpr int decode_kernel_smem() {
   return D > 128 ? 2 * 2 * kTileKeys * Tile<C, D>::kRow * int(sizeof(C)) : 0;
 }
 
-// Merges n partial softmax states (m, l) with one accumulator pair each:
-// returns sum_i 2^(m_i - M) acc_i and sets ml = (M, sum_i 2^(m_i - M) l_i).
-template <typename Ml, typename Acc>
-__device__ __forceinline__ float2 merge_partials(int n, Ml ml_of, Acc acc_of, float2& ml) {
-  float M = -INFINITY;
-  for (int i = 0; i < n; ++i) M = fmaxf(M, ml_of(i).x);
-  float l = 0.0f;
-  float2 o = make_float2(0.0f, 0.0f);
-  for (int i = 0; i < n; ++i) {
-    const float2 mli = ml_of(i);
-    const float w = merge_weight(mli.x, M);
-    const float2 a = acc_of(i);
-    l = fmaf(w, mli.y, l);
-    o.x = fmaf(w, a.x, o.x);
-    o.y = fmaf(w, a.y, o.y);
-  }
-  ml = make_float2(M, l);
-  return o;
-}
-
 // Dynamic shared memory of decode_warp_kernel: one K and one V tile per warp.
 template <typename C, int D>
 constexpr int warp_kernel_smem() {
@@ -773,17 +750,23 @@ void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
   float2* ws_ml = s.splits > 1
                       ? reinterpret_cast<float2*>(ws_acc + size_t(tokens) * heads * s.splits * D)
                       : nullptr;
-  const dim3 grid(s.splits, L.kv_heads * s.head_chunks, tokens);
-  auto* kernel = decode_kernel<T, C, D, ALIBI>;
-  constexpr int smem = decode_kernel_smem<C, D>();
-  // Head_dim 256: tiles + q + P exceed the default 48 KB (raised on every launch: cheap, allowed
-  // during graph capture). The other dims stay under it.
-  if constexpr (D > 128)
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, q, q_stride, k_cache,
-                        v_cache, block_tables, token_seq, token_pos, out, ws_acc, ws_ml, heads,
-                        scale * kLog2e, alibi_slopes, window, L, s.splits, s.keys, s.head_chunks,
-                        s.heads_per_cta);
+  if (kDecodeMma && s.head_chunks == 1 && decode::mma_serves(heads / L.kv_heads, D, ALIBI)) {
+    decode::launch_mma<T, C>(q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos,
+                             out, ws_acc, ws_ml, tokens, heads, scale * kLog2e, window, L,
+                             s.splits, s.keys, stream);
+  } else {
+    const dim3 grid(s.splits, L.kv_heads * s.head_chunks, tokens);
+    auto* kernel = decode_kernel<T, C, D, ALIBI>;
+    constexpr int smem = decode_kernel_smem<C, D>();
+    // Head_dim 256: tiles + q + P exceed the default 48 KB (raised on every launch: cheap,
+    // allowed during graph capture). The other dims stay under it.
+    if constexpr (D > 128)
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    pdl::launch_dependent(kernel, dim3(grid), dim3(kThreads), smem, stream, q, q_stride, k_cache,
+                          v_cache, block_tables, token_seq, token_pos, out, ws_acc, ws_ml, heads,
+                          scale * kLog2e, alibi_slopes, window, L, s.splits, s.keys,
+                          s.head_chunks, s.heads_per_cta);
+  }
   if (s.splits > 1)
     pdl::launch_dependent(decode_reduce_kernel<T, D>, dim3(heads, tokens), dim3(kThreads), 0,
                           stream, ws_acc, ws_ml, token_pos, out, heads, window, s.splits, s.keys,

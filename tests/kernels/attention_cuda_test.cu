@@ -46,8 +46,8 @@ namespace {
 // head) output of D values, 8 u (u = 2^-11 fp16, 2^-8 bf16, the unit roundoff). The error sources
 // of one head: (1) the output's rounding to T, at most u relative per element, so at most u in L2
 // (the decode and generic kernels keep everything else in fp32: scores, softmax, sums, split
-// merges, ~1e-6 relative; the cache values are exact in T); (2) in the prefill kernel only, P (in
-// [0, 1]) rounded to T before P V: error sum_i p_i d_i v_i with |d_i| <= u. With V's elements
+// merges, ~1e-6 relative; the cache values are exact in T); (2) in the prefill kernel and the
+// tensor-core decode kernel (groups of 3-16), P (in [0, 1]) rounded to T before P V: error sum_i p_i d_i v_i with |d_i| <= u. With V's elements
 // independent of the scores and zero-mean (uniform [-2, 2]), E|error|^2 = (u^2 / 3) sum_i p_i^2
 // |v_i|^2 while E|o|^2 = sum_i p_i^2 |v_i|^2: an rms ratio of u / sqrt(3), ~0.8 u with (1). The
 // ratio of two sums of D squares varies from head to head: for the prefill shapes here (D >= 64)
@@ -363,6 +363,25 @@ TYPED_TEST(PagedAttentionCuda, DecodeSmallGroupsMatchCpu) {
                           {32, 16, 64, 0}, {32, 16, 128, 7}, {16, 8, 256, 7}, {8, 8, 256, 4096}};
   uint32_t seed = 40;
   for (const Shape& s : shapes) check<TypeParam>(s, decode_batch(), Kernel::kDecode, seed++);
+}
+
+// Groups of 3-16 at head_dim <= 128 without ALiBi (the tensor-core kernel,
+// kernels/cuda/attention_decode_mma.cu): groups 3, 16, 5, 7 and 12 (rows of the mma past the
+// group left zero), windows, 16-bit and fp8 caches, and the Llama-3-8B shape at batch 32 x 2048
+// (its split plan: partials merged by the reduce kernel).
+TYPED_TEST(PagedAttentionCuda, DecodeTensorCoreGroupsMatchCpu) {
+  LMX_REQUIRE_GPU();
+  const Shape shapes[] = {
+      {24, 8, 128, 0}, {16, 1, 96, 0}, {40, 8, 64, 4096}, {56, 8, 128, 7}, {48, 4, 80, 0}};
+  uint32_t seed = 60;
+  for (const Shape& s : shapes) {
+    check<TypeParam>(s, decode_batch(), Kernel::kDecode, seed++);
+    check<TypeParam, __nv_fp8_e4m3>(s, decode_batch(), Kernel::kDecode, seed++);
+  }
+  const Shape llama3{32, 8, 128, 0};
+  const std::vector<int> lens(32, 2048);
+  check<TypeParam>(llama3, last_tokens(32, 2048), Kernel::kDecode, seed++, lens);
+  check<TypeParam, __nv_fp8_e4m3>(llama3, last_tokens(32, 2048), Kernel::kDecode, seed++, lens);
 }
 
 // The benchmark's MHA decode shapes (Llama-2-7B): batch 1 at short and long contexts (4 and 8
