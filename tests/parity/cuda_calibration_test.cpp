@@ -137,9 +137,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaCalibration,
                          ::testing::ValuesIn(testing::parity_fixture_names()),
                          testing::ParityNamePrinter());
 
-// A calibration backend refuses what would make its observer or its search see something else
-// than the model's own computation.
-TEST(CudaCalibrationOptions, RefusesQuantizedFusedOrShardedModels) {
+// A calibration backend refuses what would make its observer see something else than the model's
+// own computation (fused decode projections, graphs, shards), and its alpha search refuses
+// quantized weights; the fp8 cache's calibration runs a quantized model as it will serve.
+TEST(CudaCalibrationOptions, RefusesFusedOrShardedBackendsAndSearchesUnquantizedWeights) {
   REQUIRE_GPU();
   const auto f = testing::open_parity_fixture("llama_mha_tied");
   struct Silent final : ActivationObserver {
@@ -155,15 +156,28 @@ TEST(CudaCalibrationOptions, RefusesQuantizedFusedOrShardedModels) {
   CudaBackendOptions fused = o;
   fused.fuse_decode_projections = true;
   EXPECT_THROW(make_cuda_backend(model, fused), Error);
+  CudaBackendOptions graphs = o;
+  graphs.cuda_graphs = true;
+  EXPECT_THROW(make_cuda_backend(model, graphs), Error);
   CudaBackendOptions sharded = o;
   sharded.tensor_parallel_degree = 2;
   EXPECT_THROW(make_cuda_backend(model, sharded), Error);
   const LoadedModel int8 = load_model(f.model_dir, LinearQuant{QuantKind::W8A16PerChannel});
+  const auto backend = make_cuda_backend(int8, o);
   try {
-    make_cuda_backend(int8, o);
-    ADD_FAILURE() << "a quantized model was calibrated";
+    backend->smoothing_scorer()->weight_column_max(0, LinearSlot::Qkv);
+    ADD_FAILURE() << "the alpha search scored int8 weights";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unquantized"), std::string::npos) << e.what();
+  }
+  // The fp8 cache's K/V ranges of the int8 model, on the GPU and on the CPU reference.
+  const auto samples = fixture_samples(f.expected);
+  const auto want = sq::measure_kv_ranges(int8, {}, samples);
+  const auto got = sq::measure_kv_ranges(int8, {true, CudaDtype::F32, 0}, samples);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t l = 0; l < want.size(); ++l) {
+    EXPECT_NEAR(got[l].k, want[l].k, 1e-4 * want[l].k) << "layer " << l;
+    EXPECT_NEAR(got[l].v, want[l].v, 1e-4 * want[l].v) << "layer " << l;
   }
 }
 

@@ -1360,17 +1360,15 @@ std::unique_ptr<Backend> make_group(const DecoderDesc& desc, const ModelWeightRe
   });
 }
 
-// A calibration backend (CudaBackendOptions::observer) computes the unquantized model, unfused,
-// eagerly, on one GPU: what its observer and alpha search see is the model's own.
-void check_observer_options(const CudaBackendOptions& o, const ModelWeightRefs& refs) {
+// A calibration backend (CudaBackendOptions::observer) computes the model unfused, eagerly, on one
+// GPU: what its observer sees is the model's own computation. (Its alpha search also needs the
+// weights unquantized: CudaSmoothingScorer refuses quantized ones when asked; the fp8 cache's
+// calibration runs the quantized model as it will serve.)
+void check_observer_options(const CudaBackendOptions& o) {
   if (!o.observer) return;
   if (o.tensor_parallel_degree != 1)
     throw_error("calibration runs on one GPU; tensor_parallel_degree is {}",
                 o.tensor_parallel_degree);
-  const LinearQuant decoder{decoder_quant(refs)};
-  if (decoder.quantized() || refs.lm_head.quant.quantized())
-    throw_error("calibration runs the unquantized model; this one is marked for {}",
-                (decoder.quantized() ? decoder : refs.lm_head.quant).method());
   if (o.fuse_decode_projections || o.cuda_graphs)
     throw_error(
         "internal: a calibration backend needs fuse_decode_projections and cuda_graphs "
@@ -1389,7 +1387,7 @@ bool cuda_device_available() { return cuda_device_count() > 0; }
 // A random-weight benchmark model keeps the quantization load_model requested on its weights
 // (option.quantize on a served benchmark model), like a checkpoint's.
 std::unique_ptr<Backend> make_cuda_backend(const LoadedModel& model, const CudaBackendOptions& o) {
-  check_observer_options(o, model.weights);
+  check_observer_options(o);
   CudaBackendOptions with_scales = o;
   if (with_scales.kv_scales.empty()) with_scales.kv_scales = layer_kv_scales(model, o.kv_dtype);
   return make_group(model.desc, model.weights, model.random_seed, with_scales);
@@ -1400,7 +1398,7 @@ std::unique_ptr<Backend> make_random_cuda_backend(const DecoderDesc& desc,
                                                   const LinearQuant& quant) {
   ModelWeightRefs refs = describe_weights(desc);
   if (quant.quantized()) request_quantization(refs, quant);
-  check_observer_options(o, refs);
+  check_observer_options(o);
   return make_group(desc, refs, seed, o);
 }
 

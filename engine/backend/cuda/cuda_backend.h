@@ -100,9 +100,9 @@ struct CudaBackendOptions {
   // Calibration (smoothquant, fp8 KV scales): after each forward the observer sees a summary of
   // every projection input and of the K/V cached, reduced on the GPU (engine/backend/
   // activation_observer.h), and Backend::smoothing_scorer() answers the alpha search on the GPU.
-  // Needs an unquantized model on one rank with fuse_decode_projections off (the inputs the
-  // observer sees, and the weights the search scores, are the model's own). Not owned; must
-  // outlive the backend.
+  // Needs one rank, fuse_decode_projections and cuda_graphs off (the inputs the observer sees are
+  // the model's own); the alpha search needs unquantized weights too (quantized ones: lmx::Error
+  // when asked). Not owned; must outlive the backend.
   ActivationObserver* observer = nullptr;
 };
 
