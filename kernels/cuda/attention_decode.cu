@@ -61,6 +61,7 @@ using decode::kv_row;
 using decode::merge_partials;
 using decode::merge_weight;
 using decode::store_pair;
+using decode::Tile;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
@@ -115,14 +116,6 @@ constexpr bool warp_kernel_serves(int group, int head_dim) {
   return group <= kWarpMaxGroup && group * head_dim <= kThreads * 8;
 }
 constexpr float kLog2e = 1.4426950408889634f;
-
-// Shared-memory geometry of a K or V tile of kTileKeys rows of D elements of the cache type C.
-template <typename C, int D>
-struct Tile {
-  static constexpr int kVec = 16 / sizeof(C);  // elements per 16-byte chunk
-  static constexpr int kChunks = D / kVec;     // chunks per row
-  static constexpr int kRow = D + kVec;  // padded row: conflict-free 16-byte reads down a column
-};
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

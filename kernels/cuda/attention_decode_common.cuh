@@ -1,6 +1,6 @@
 // What the split-K decode attention kernels share (attention_decode.cu, attention_decode_mma.cu):
-// the paged cache's row of a position, the merge of partial softmax states, and the output's
-// pairs. Device code, header-only.
+// the tile geometry, the paged cache's row of a position, the merge of partial softmax states,
+// and the output's pairs. Device code, header-only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +12,14 @@
 #include "kernels/cuda/kv_types.cuh"
 
 namespace lmx::kernels::cuda::decode {
+
+// Shared-memory geometry of a K or V tile row of D elements of the cache type C.
+template <typename C, int D>
+struct Tile {
+  static constexpr int kVec = 16 / sizeof(C);  // elements per 16-byte chunk
+  static constexpr int kChunks = D / kVec;     // chunks per row
+  static constexpr int kRow = D + kVec;  // padded row: conflict-free 16-byte reads down a column
+};
 
 // Writes (v.x, v.y) * scale as one pair of T.
 template <typename T>

@@ -38,14 +38,11 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = 16;  // keys a warp takes at a time: one k-step of P V
 constexpr int kRows = 16;   // mma rows: the group's heads, zero past the group
 
-// One warp's K or V tile: kChunk rows of D elements of the cache type C, rows padded by 16 bytes
-// (conflict-free pair loads down a column, and ldmatrix rows in distinct banks).
+// One warp's K or V tile: kChunk rows of Tile's padded geometry (conflict-free pair loads down a
+// column, and ldmatrix rows in distinct banks).
 template <typename C, int D>
-struct Chunk {
-  static constexpr int kVec = 16 / int(sizeof(C));  // elements a 16-byte piece
-  static constexpr int kPieces = D / kVec;          // pieces a row
-  static constexpr int kRow = D + kVec;
-  static constexpr int kElems = kChunk * kRow;
+struct Chunk : Tile<C, D> {
+  static constexpr int kElems = kChunk * Tile<C, D>::kRow;
   // Dynamic shared memory of a CTA: [warp][stage][K, V] tiles.
   static constexpr int kSmem = kWarps * 2 * 2 * kElems * int(sizeof(C));
 };
@@ -126,8 +123,8 @@ __global__ void __launch_bounds__(kThreads)
     C* kt = tiles + stage * 2 * kElems;
     C* vt = kt + kElems;
     const int p0 = begin + c * kChunk;
-    for (int i = lane; i < kChunk * Geo::kPieces; i += 32) {
-      const int r = i / Geo::kPieces, part = i % Geo::kPieces;
+    for (int i = lane; i < kChunk * Geo::kChunks; i += 32) {
+      const int r = i / Geo::kChunks, part = i % Geo::kChunks;
       const int p = p0 + r;
       const bool valid = p < end;
       const size_t off = valid ? kv_row(table[p / L.block_size], p, L, kvh) * D + part * kVec : 0;
