@@ -199,9 +199,7 @@ class CpuBackend final : public Backend {
     if (!observer_) return nullptr;
     if (!scorer_)
       scorer_ = std::make_unique<CpuSmoothingScorer>([this](int l, LinearSlot slot) {
-        const LayerWeights<Buffer>& L = w_.layers.at(size_t(l));
-        const CpuLinear* p[] = {&L.qkv, &L.o, &L.up, &L.down};
-        const CpuLinear& lin = *p[size_t(slot)];
+        const CpuLinear& lin = slot_linear(w_.layers.at(size_t(l)), slot);
         if (lin.weight.empty())
           throw_error("alpha search: layer {} projection {} is not held unquantized", l, int(slot));
         return view(lin);

@@ -1,7 +1,5 @@
 #include "engine/backend/cpu_smoothing_scorer.h"
 
-#include <tuple>
-
 #include "engine/core/error.h"
 #include "kernels/calibration.h"
 #include "kernels/gemm.h"
@@ -18,26 +16,18 @@ std::vector<float> CpuSmoothingScorer::weight_column_max(int layer, LinearSlot s
 }
 
 void CpuSmoothingScorer::set_rows(std::span<const float> x, int rows, int in) {
-  if (rows < 1 || in < 1 || x.size() != size_t(rows) * size_t(in))
-    throw_error("alpha search: {} values for {} rows of {} columns", x.size(), rows, in);
-  rows_.assign(x.begin(), x.end());
-  rows_count_ = rows;
-  rows_in_ = in;
-  ++rows_set_;
+  rows_.set(x.size(), rows, in);
+  x_.assign(x.begin(), x.end());
 }
 
 ErrorSums CpuSmoothingScorer::w8a8_error(int layer, LinearSlot slot, std::span<const float> s) {
   const kernels::LinearWeights<float> w = projection_(layer, slot);
-  const int M = rows_count_, N = w.out, K = w.in;
-  if (M == 0) throw_error("alpha search: no calibration rows set");
-  if (rows_in_ != K || s.size() != size_t(K))
-    throw_error("alpha search: layer {} projection {} has {} inputs; rows of {}, {} factors", layer,
-                int(slot), K, rows_in_, s.size());
+  rows_.check_score(layer, slot, w.in, s.size());
+  const int M = rows_.rows(), N = w.out, K = w.in;
   const size_t out = size_t(M) * size_t(N);
-  if (std::tie(ref_layer_, ref_slot_, ref_rows_set_) != std::tie(layer, slot, rows_set_)) {
+  if (rows_.reference_stale(layer, slot)) {
     ref_.resize(out);
-    kernels::cpu::linear(rows_.data(), w.without_bias(), ref_.data(), M);
-    std::tie(ref_layer_, ref_slot_, ref_rows_set_) = std::tie(layer, slot, rows_set_);
+    kernels::cpu::linear(x_.data(), w.without_bias(), ref_.data(), M);
   }
   std::vector<float> smoothed(size_t(N) * size_t(K));
   std::vector<float> inv(s.size());
@@ -49,7 +39,7 @@ ErrorSums CpuSmoothingScorer::w8a8_error(int layer, LinearSlot slot, std::span<c
   std::vector<float> scales(static_cast<size_t>(N));
   std::vector<float> y(out);
   quant::cpu::quantize_int8("alpha search", smoothed.data(), N, K, K, q.data(), scales.data());
-  quant::cpu::w8a8_linear(rows_.data(), {q.data(), scales.data(), nullptr, N, K}, y.data(), M,
+  quant::cpu::w8a8_linear(x_.data(), {q.data(), scales.data(), nullptr, N, K}, y.data(), M,
                           inv.data());
   double sums[2] = {0.0, 0.0};
   kernels::cpu::squared_error_sums(y.data(), ref_.data(), out, sums);

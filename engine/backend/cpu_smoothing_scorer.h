@@ -23,13 +23,9 @@ class CpuSmoothingScorer final : public SmoothingScorer {
 
  private:
   Projection projection_;
-  std::vector<float> rows_;  // [rows_count_, rows_in_]
-  int rows_count_ = 0, rows_in_ = 0;
-  long rows_set_ = 0;       // set_rows calls so far (the reference's key)
-  std::vector<float> ref_;  // x W^T of (ref_layer_, ref_slot_) on set ref_rows_set_
-  int ref_layer_ = -1;
-  LinearSlot ref_slot_ = LinearSlot::Qkv;
-  long ref_rows_set_ = -1;
+  ScorerRows rows_;
+  std::vector<float> x_;    // the rows set [rows, in]
+  std::vector<float> ref_;  // x W^T of the projection rows_ last computed it for
 };
 
 }  // namespace lmx

@@ -8,10 +8,12 @@
 // the bias left out: both sides add it exactly).
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <vector>
 
 #include "engine/backend/activation_observer.h"
+#include "engine/model/model_weights.h"
 
 namespace lmx {
 
@@ -31,6 +33,44 @@ class SmoothingScorer {
   // The sums above for layer `layer`'s projection `slot` with smoothing s [in] on the rows set.
   // Throws lmx::Error when no rows are set or their width or s's size is not the projection's.
   virtual ErrorSums w8a8_error(int layer, LinearSlot slot, std::span<const float> s) = 0;
+};
+
+// Layer L's projection `slot`, in any backend's buffers.
+template <typename Buffer>
+const Linear<Buffer>& slot_linear(const LayerWeights<Buffer>& L, LinearSlot slot) {
+  switch (slot) {
+    case LinearSlot::Qkv:
+      return L.qkv;
+    case LinearSlot::O:
+      return L.o;
+    case LinearSlot::Up:
+      return L.up;
+    case LinearSlot::Down:
+      break;
+  }
+  return L.down;
+}
+
+// What every SmoothingScorer keeps of its calls, checked alike: the rows set (count, width) and
+// which projection's reference x W^T was last computed on them.
+class ScorerRows {
+ public:
+  // A set_rows() call of `values` values: throws lmx::Error unless they are rows x in.
+  void set(size_t values, int rows, int in);
+  // A w8a8_error() call for layer `layer`'s projection `slot` of `in` inputs with `factors`
+  // smoothing factors: throws lmx::Error when no rows are set or a width differs.
+  void check_score(int layer, LinearSlot slot, int in, size_t factors) const;
+  // Whether x W^T of (layer, slot) on the rows set still has to be computed; afterwards it counts
+  // as computed.
+  bool reference_stale(int layer, LinearSlot slot);
+  int rows() const { return rows_; }
+
+ private:
+  int rows_ = 0, in_ = 0;
+  long set_ = 0;  // set() calls so far
+  int ref_layer_ = -1;
+  LinearSlot ref_slot_ = LinearSlot::Qkv;
+  long ref_set_ = -1;
 };
 
 }  // namespace lmx

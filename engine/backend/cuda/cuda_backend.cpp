@@ -188,18 +188,7 @@ class CudaBackend final : public Backend {
       scorer_ = std::make_unique<CudaSmoothingScorer<T>>(
           gemm_,
           [this](int l, LinearSlot slot) -> const DeviceLinear<T>& {
-            const DeviceLayer& L = w_.layers.at(size_t(l));
-            switch (slot) {
-              case LinearSlot::Qkv:
-                return L.qkv;
-              case LinearSlot::O:
-                return L.o;
-              case LinearSlot::Up:
-                return L.up;
-              case LinearSlot::Down:
-                break;
-            }
-            return L.down;
+            return slot_linear(w_.layers.at(size_t(l)), slot);
           },
           stream_);
     return scorer_.get();

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <functional>
-#include <tuple>
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/device_weights.h"
@@ -44,26 +43,19 @@ class CudaSmoothingScorer final : public SmoothingScorer {
   }
 
   void set_rows(std::span<const float> x, int rows, int in) override {
-    if (rows < 1 || in < 1 || x.size() != size_t(rows) * size_t(in))
-      throw_error("alpha search: {} values for {} rows of {} columns", x.size(), rows, in);
+    rows_.set(x.size(), rows, in);
     grow(rows_f32_, x.size());
-    grow(rows_, x.size());
+    grow(x_, x.size());
     LMX_CUDA_CHECK(cudaMemcpyAsync(rows_f32_.get(), x.data(), x.size() * sizeof(float),
                                    cudaMemcpyHostToDevice, stream_));
-    kernels::cuda::convert<float, T>(rows_f32_.get(), rows_.get(), x.size(), stream_);
-    rows_count_ = rows;
-    rows_in_ = in;
-    ++rows_set_;
+    kernels::cuda::convert<float, T>(rows_f32_.get(), x_.get(), x.size(), stream_);
   }
 
   ErrorSums w8a8_error(int layer, LinearSlot slot, std::span<const float> s) override {
     namespace k = kernels::cuda;
     const DeviceLinear<T>& L = weights(layer, slot);
-    const int M = rows_count_, N = int(L.out), K = int(L.in), Kp = k::w8a8_padded(K);
-    if (M == 0) throw_error("alpha search: no calibration rows set");
-    if (rows_in_ != K || s.size() != size_t(K))
-      throw_error("alpha search: layer {} projection {} has {} inputs; rows of {}, {} factors",
-                  layer, int(slot), K, rows_in_, s.size());
+    rows_.check_score(layer, slot, int(L.in), s.size());
+    const int M = rows_.rows(), N = int(L.out), K = int(L.in), Kp = k::w8a8_padded(K);
     const size_t out = size_t(M) * size_t(N);
     grow(wq_, size_t(N) * Kp);
     grow(ws_, size_t(N));
@@ -72,11 +64,10 @@ class CudaSmoothingScorer final : public SmoothingScorer {
     grow(acc_, out);
     grow(y_, out);
     grow(smooth_, 2 * size_t(K));
-    if (std::tie(ref_layer_, ref_slot_, ref_rows_set_) != std::tie(layer, slot, rows_set_)) {
+    if (rows_.reference_stale(layer, slot)) {
       grow(ref_, out);
-      k::linear_f32_out<T>(gemm_, rows_.get(), {L.weight.get(), nullptr, N, K}, ref_.get(), M,
+      k::linear_f32_out<T>(gemm_, x_.get(), {L.weight.get(), nullptr, N, K}, ref_.get(), M,
                            stream_);
-      std::tie(ref_layer_, ref_slot_, ref_rows_set_) = std::tie(layer, slot, rows_set_);
     }
     std::vector<float> s_inv(2 * size_t(K));  // s, then 1 / s
     for (size_t j = 0; j < size_t(K); ++j) {
@@ -87,8 +78,7 @@ class CudaSmoothingScorer final : public SmoothingScorer {
                                    cudaMemcpyHostToDevice, stream_));
     k::quantize_rows_int8<T>(L.weight.get(), smooth_.get(), wq_.get(), ws_.get(), N, K, Kp,
                              stream_);
-    k::quantize_rows_int8<T>(rows_.get(), smooth_.get() + K, xq_.get(), xs_.get(), M, K, Kp,
-                             stream_);
+    k::quantize_rows_int8<T>(x_.get(), smooth_.get() + K, xq_.get(), xs_.get(), M, K, Kp, stream_);
     int8_.run(xq_.get(), wq_.get(), acc_.get(), M, N, Kp, stream_);
     k::w8a8_scale_epilogue<float>(acc_.get(), xs_.get(), ws_.get(), y_.get(), M, N, stream_);
     grow(sums_, 2);
@@ -123,17 +113,14 @@ class CudaSmoothingScorer final : public SmoothingScorer {
   kernels::cuda::Int8Gemm int8_;
   Projection projection_;
   cudaStream_t stream_;
+  ScorerRows rows_;
   DeviceBuffer<float> rows_f32_;  // the rows set, as given
-  DeviceBuffer<T> rows_;          // and in T [rows, in]
-  int rows_count_ = 0, rows_in_ = 0;
-  long rows_set_ = 0;             // set_rows calls so far (the reference's key)
+  DeviceBuffer<T> x_;             // and in T [rows, in]
   DeviceBuffer<int8_t> wq_, xq_;  // [out, Kp], [rows, Kp]
-  DeviceBuffer<float> ws_, xs_, smooth_, y_, ref_;
+  DeviceBuffer<float> ws_, xs_, smooth_, y_;
+  DeviceBuffer<float> ref_;    // x W^T of the projection rows_ last computed it for
   DeviceBuffer<int32_t> acc_;  // [rows, out]
   DeviceBuffer<double> sums_;  // error, reference
-  int ref_layer_ = -1;
-  LinearSlot ref_slot_ = LinearSlot::Qkv;
-  long ref_rows_set_ = -1;  // ref_ = x W^T of this layer's slot on these rows
 };
 
 }  // namespace lmx
