@@ -91,9 +91,10 @@ __device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Fo
     });
     if (threadIdx.x == 0) a.counters[tile] = 0;  // every other block of the tile has counted
   }
-  for_each([&](int m, int n, float& v) {
-    store(a.y, size_t(m) * a.N + n, kScaled ? v : v * a.scale[n]);
-  });
+  // The row scales in a pass of their own: with no store to y between them the loads issue
+  // together (with one before each, every load waited for the stores before it).
+  if constexpr (!kScaled) for_each([&](int, int n, float& v) { v *= __ldg(a.scale + n); });
+  for_each([&](int m, int n, float& v) { store(a.y, size_t(m) * a.N + n, v); });
 }
 
 // Launches kernel(args) over the plan's grid (a block a tile along x, a split of K along y) with
