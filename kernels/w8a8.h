@@ -32,6 +32,15 @@ template <typename T>
 void w8a8_scale_epilogue(const int32_t* acc, const float* row_scale, const float* col_scale,
                          T* y, int M, int N, cudaStream_t stream);
 
+// Steps 2 and 3 in one kernel on Hopper (kernels/cuda/w8a8_wgmma.cu): y [M, N] T = the values
+// Int8Gemm's sums through w8a8_scale_epilogue give, bit for bit, without the int32 [M, N] pass
+// through memory between them. xq [M, K], wq [N, K] 16-byte aligned; w8a8_wgmma_supported(K):
+// a compute capability 9.x device and K % 16 == 0 (else invalid_argument).
+bool w8a8_wgmma_supported(int K);
+template <typename T>
+void w8a8_wgmma_gemm(const int8_t* xq, const int8_t* wq, const float* xs, const float* ws, T* y,
+                     int M, int N, int K, cudaStream_t stream);
+
 // The int8 x int8 -> int32 GEMM (cuBLASLt IMMA), its algorithm chosen by timing per row bucket
 // (kernels/cuda/bucket_tuned_gemm.cuh). Operands: xq [M, K], wq [N, K], acc [M, N] row-major, each
 // 256-byte aligned (as cudaMalloc gives), K % 4 == 0.

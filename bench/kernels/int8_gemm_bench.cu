@@ -7,7 +7,9 @@
 //          GEMM, w8a8_scale_epilogue back to fp16;
 //   fp8    y = (ws xs) · xq8 · wq8^T through kernels::cuda::Fp8Gemm<__half> after its tuning (E4M3
 //          codes of the same random weights, both scales in cuBLASLt's epilogue), and the whole
-//          fp8 projection: quantize_rows_e4m3 of the fp16 x, then that GEMM (option.quantize=fp8).
+//          fp8 projection: quantize_rows_e4m3 of the fp16 x, then that GEMM (option.quantize=fp8);
+//   W8A8 wgmma  the int8 GEMM and its scales in one Hopper kernel (w8a8_wgmma_gemm), alone and
+//          after quantize_rows_int8 (the projection as the backend runs it at prefill sizes).
 // Rates: 2 M N K / time (TFLOP/s; int8: TOPS) and the ratio to fp16. Operands are random values
 // (constants draw less power and run faster). Times: CUDA events around 20 calls after a warm-up.
 // --probe: which fused-scale forms cuBLASLt offers on this GPU (the int32 output costs an extra
@@ -91,6 +93,21 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::Int8Gemm& int8,
         k::w8a8_scale_epilogue<__half>(acc, xs, ws, y, M, s.N, stream);
       },
       stream);
+  // The fused Hopper kernel (kernels/cuda/w8a8_wgmma.cu): the GEMM with its scale epilogue, and
+  // the projection with it.
+  const bool fused = k::w8a8_wgmma_supported(s.K);
+  const double fused_us =
+      fused ? time_us([&] { k::w8a8_wgmma_gemm<__half>(xq, wq, xs, ws, y, M, s.N, s.K, stream); },
+                      stream)
+            : 0.0;
+  const double fused_linear_us =
+      fused ? time_us(
+                  [&] {
+                    k::quantize_rows_int8<__half>(x, nullptr, xq, xs, M, s.K, stream);
+                    k::w8a8_wgmma_gemm<__half>(xq, wq, xs, ws, y, M, s.N, s.K, stream);
+                  },
+                  stream)
+            : 0.0;
   uint8_t *wq8 = nullptr, *xq8 = nullptr;
   float* ws8 = nullptr;
   CHECK(cudaMalloc(&wq8, wn));
@@ -118,6 +135,12 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::Int8Gemm& int8,
       "| fp8 linear %7.1f us %.2fx\n",
       s.name, M, s.N, s.K, fp8_us, flop / (fp8_us * 1e6), fp16_us / fp8_us, t8.heuristic_us,
       t8.candidates, fp8_linear_us, fp16_us / fp8_linear_us);
+  if (fused)
+    std::printf(
+        "%-8s %5d %5dx%-5d | W8A8 wgmma (GEMM + scales) %7.1f us %6.0f TOPS %.2fx | W8A8 linear "
+        "wgmma %7.1f us %.2fx\n",
+        s.name, M, s.N, s.K, fused_us, flop / (fused_us * 1e6), fp16_us / fused_us,
+        fused_linear_us, fp16_us / fused_linear_us);
   std::fflush(stdout);
   cudaFree(wq8), cudaFree(xq8), cudaFree(ws8);
   cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(wq), cudaFree(xq), cudaFree(ws), cudaFree(xs);

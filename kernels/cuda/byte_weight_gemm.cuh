@@ -11,12 +11,12 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/tile_order.cuh"
 
 namespace lmx::kernels::cuda::byte_gemm {
 
 inline constexpr int kWgmmaStageK = 64;      // k a stage of the wgmma kernel
 inline constexpr int kMaxSplitTiles = 4096;  // tiles a split call may have (its counters)
-inline constexpr int kTileGroup = 8;         // x-row tiles a group of blocks shares (L2 reuse)
 
 template <typename T, typename Out>
 struct Args {
@@ -44,16 +44,6 @@ __device__ __forceinline__ int rotation_start(bool rotate, int stages) {
 __device__ __forceinline__ int rotated(int s, int stages, int start) {
   const int r = s + start;
   return r >= stages ? r - stages : r;
-}
-
-// Tile `pid` of the grid as (x-row tile, weight-row tile), x-row tiles in groups of kTileGroup.
-__device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int& tm, int& tn) {
-  const int per_group = kTileGroup * tiles_n;
-  const int first = pid / per_group * kTileGroup;
-  const int size = min(tiles_m - first, kTileGroup);
-  const int in_group = pid % per_group;
-  tm = first + in_group % size;
-  tn = in_group / size;
 }
 
 template <typename Out>

@@ -1,6 +1,7 @@
 // Hopper's warpgroup tensor-core product (wgmma, sm_90a) on operands in shared memory, for the
-// W8A16 GEMM at 64 and more rows (byte_weight_wgmma.cu). A warpgroup (4 consecutive warps, 128
-// threads) multiplies A [64 x 16] by B [16 x N] into fp32 registers, asynchronously:
+// W8A16 GEMM at 64 and more rows (byte_weight_wgmma.cu) and the W8A8 GEMM (w8a8_wgmma.cu). A
+// warpgroup (4 consecutive warps, 128 threads) multiplies A [64 x 16] by B [16 x N] into fp32
+// registers (int8: A [64 x 32], int32), asynchronously:
 //   fence(); wgmma_k16<T, N>(d, a, b) ...; commit(); ... wait<n>()
 // Both operands are K-major tiles of T (each row's k contiguous) in the 128-byte swizzle: a row
 // of 64 T (128 bytes) at row x 128, its 16-byte chunk c stored at chunk c ^ (row % 8); a tile's
@@ -63,6 +64,11 @@ template <int R>
 __device__ __forceinline__ void fence_registers(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int R>
+__device__ __forceinline__ void fence_registers(int (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
 // Operand lists of the three shapes: registers %0 .. %(N/2 - 1) are d, then a, b and scale-d.
@@ -135,6 +141,29 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[N / 2], uint64_t a, uint64_
   __trap();  // only sm_90a has wgmma; the host launches this path on compute capability 9.x only
 #endif
 }
+
+// d += A · B on int8 codes, exact int32 sums: a and b are sw128_desc descriptors of the k-step's
+// 32 bytes of A (64 rows) and B (256 rows); + 2 to a descriptor moves it 32 k along the rows.
+#define LMX_WGMMA_I8(i)                                                                       \
+  "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), \
+      "+r"(d[i + 6]), "+r"(d[i + 7])
+#define LMX_WGMMA_I32(i) \
+  LMX_WGMMA_I8(i), LMX_WGMMA_I8(i + 8), LMX_WGMMA_I8(i + 16), LMX_WGMMA_I8(i + 24)
+__device__ __forceinline__ void wgmma_s8_k32_n256(int (&d)[128], uint64_t a, uint64_t b) {
+#if LMX_WGMMA_AVAILABLE
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {" LMX_WGMMA_R0_31 LMX_WGMMA_R32_63
+          LMX_WGMMA_R64_127 "}, %128, %129, p;\n}\n"
+      : LMX_WGMMA_I32(0), LMX_WGMMA_I32(32), LMX_WGMMA_I32(64), LMX_WGMMA_I32(96)
+      : "l"(a), "l"(b), "r"(1));
+#else
+  (void)d, (void)a, (void)b;
+  __trap();  // only sm_90a has wgmma; the host launches this path on compute capability 9.x only
+#endif
+}
+#undef LMX_WGMMA_I8
+#undef LMX_WGMMA_I32
 
 #undef LMX_WGMMA_ASM
 #undef LMX_WGMMA_R0_31

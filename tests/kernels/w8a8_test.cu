@@ -191,5 +191,49 @@ TYPED_TEST(W8A8Cuda, LinearMatchesTheReference) {
   }
 }
 
+// The fused Hopper kernel gives the two-step path's bytes (Int8Gemm's exact sums, the same two
+// fp32 products and one rounding), with tiles cut short in M, N and K, and Llama-2-7B's qkv.
+TYPED_TEST(W8A8Cuda, WgmmaGemmEqualsTheTwoStepPath) {
+  LMX_REQUIRE_GPU();
+  using T = TypeParam;
+  ASSERT_TRUE(kc::w8a8_wgmma_supported(16)) << "the project's CUDA code is built for Hopper";
+  std::mt19937 rng(26);
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
+  Dev<char> workspace(32u << 20);
+  kc::Int8Gemm gemm(workspace.p, 32u << 20);
+  for (auto [M, N, K] : {std::tuple{1, 8, 16}, {37, 300, 144}, {129, 257, 528}, {300, 1001, 1040},
+                         {256, 12288, 4096}}) {
+    std::vector<int8_t> xq(size_t(M) * K), wq(size_t(N) * K);
+    for (auto& v : xq) v = int8_t(code(rng));
+    for (auto& v : wq) v = int8_t(code(rng));
+    std::fill_n(xq.begin(), std::min<size_t>(xq.size(), 64), int8_t(127));  // saturated row
+    std::fill_n(wq.begin(), std::min<size_t>(wq.size(), 64), int8_t(-127));
+    std::vector<float> xs(static_cast<size_t>(M)), ws(static_cast<size_t>(N));
+    for (auto& v : xs) v = scale(rng);
+    for (auto& v : ws) v = scale(rng);
+    Dev<int8_t> dxq(xq.size()), dwq(wq.size());
+    Dev<float> dxs(xs.size()), dws(ws.size());
+    Dev<int32_t> dacc(size_t(M) * N);
+    Dev<T> two_step(size_t(M) * N), fused(size_t(M) * N);
+    dxq.upload(xq), dwq.upload(wq), dxs.upload(xs), dws.upload(ws);
+    gemm.run(dxq.p, dwq.p, dacc.p, M, N, K, nullptr);
+    kc::w8a8_scale_epilogue<T>(dacc.p, dxs.p, dws.p, two_step.p, M, N, nullptr);
+    kc::w8a8_wgmma_gemm<T>(dxq.p, dwq.p, dxs.p, dws.p, fused.p, M, N, K, nullptr);
+    LMX_CUDA_OK(cudaDeviceSynchronize());
+    const auto want = two_step.download_f(), got = fused.download_f();
+    size_t differ = 0;
+    for (size_t i = 0; i < want.size(); ++i) differ += !(want[i] == got[i]);
+    EXPECT_EQ(differ, 0u) << M << "x" << N << "x" << K << ": first " << want[0] << " vs "
+                          << got[0];
+  }
+  Dev<int8_t> codes(64 * 88);
+  Dev<float> scales(64);
+  Dev<T> out(64 * 64);
+  EXPECT_THROW(kc::w8a8_wgmma_gemm<T>(codes.p, codes.p, scales.p, scales.p, out.p, 64, 64, 88,
+                                      nullptr),
+               std::invalid_argument);  // K % 16
+}
+
 }  // namespace
 }  // namespace lmx
