@@ -14,7 +14,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
+#include <tuple>
 
 #include "kernels/gemm.h"
 #include "kernels/stream.h"
@@ -31,15 +34,6 @@ constexpr int w8a8_padded(int K) { return (K + 3) / 4 * 4; }
 template <typename T>
 void w8a8_scale_epilogue(const int32_t* acc, const float* row_scale, const float* col_scale,
                          T* y, int M, int N, cudaStream_t stream);
-
-// Steps 2 and 3 in one kernel on Hopper (kernels/cuda/w8a8_wgmma.cu): y [M, N] T = the values
-// Int8Gemm's sums through w8a8_scale_epilogue give, bit for bit, without the int32 [M, N] pass
-// through memory between them. xq [M, K], wq [N, K] 16-byte aligned; w8a8_wgmma_supported(K):
-// a compute capability 9.x device and K % 16 == 0 (else invalid_argument).
-bool w8a8_wgmma_supported(int K);
-template <typename T>
-void w8a8_wgmma_gemm(const int8_t* xq, const int8_t* wq, const float* xs, const float* ws, T* y,
-                     int M, int N, int K, cudaStream_t stream);
 
 // The int8 x int8 -> int32 GEMM (cuBLASLt IMMA), its algorithm chosen by timing per row bucket
 // (kernels/cuda/bucket_tuned_gemm.cuh). Operands: xq [M, K], wq [N, K], acc [M, N] row-major, each
@@ -64,6 +58,38 @@ class Int8Gemm {
 
  private:
   std::unique_ptr<BucketTunedGemm> gemm_;
+};
+
+// Steps 2 and 3 in one kernel on Hopper (kernels/cuda/w8a8_wgmma.cu): y [M, N] T = the values
+// Int8Gemm's sums through w8a8_scale_epilogue give, bit for bit, without the int32 [M, N] pass
+// through memory between them. xq [M, K], wq [N, K] 16-byte aligned; w8a8_wgmma_supported(K):
+// a compute capability 9.x device and K % 16 == 0 (else invalid_argument).
+bool w8a8_wgmma_supported(int K);
+template <typename T>
+void w8a8_wgmma_gemm(const int8_t* xq, const int8_t* wq, const float* xs, const float* ws, T* y,
+                     int M, int N, int K, cudaStream_t stream);
+
+// Steps 2 and 3 as one call, y [M, N] T from the codes and their scales: through the fused kernel
+// or through Int8Gemm and the epilogue (int32 sums in `acc` [M, N]), the same bytes either way,
+// whichever ran faster for (row bucket of M, N, K) when timed on the first such call outside graph
+// capture (Int8Gemm's own tuning first); the two steps where the fused kernel cannot run, below
+// its tile's kW8A8WgmmaMinRows rows (decode batches: Llama-2-7B at 32 rows ran 2-5% slower a step
+// when its timing picked the fused kernel, H100), and during a capture before that timing.
+inline constexpr int kW8A8WgmmaMinRows = 128;
+template <typename T>
+class W8A8Gemm {
+ public:
+  W8A8Gemm(void* workspace, size_t workspace_bytes);
+  void run(const int8_t* xq, const int8_t* wq, const float* xs, const float* ws, int32_t* acc, T* y,
+           int M, int N, int K, cudaStream_t stream);
+  // The timed choice for M rows of N x K: true fused, false the two steps, empty not timed yet.
+  std::optional<bool> fused(int M, int N, int K) const;
+
+ private:
+  void two_steps(const int8_t* xq, const int8_t* wq, const float* xs, const float* ws, int32_t* acc,
+                 T* y, int M, int N, int K, cudaStream_t stream);
+  Int8Gemm int8_;
+  std::map<std::tuple<int, int, int>, bool> fused_;  // (row bucket, N, K): timed
 };
 
 }  // namespace lmx::kernels::cuda

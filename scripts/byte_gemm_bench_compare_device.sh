@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One device call: the W8A16 GEMM benchmark (lmx_bench_byte_weight_gemm) on the working tree and on
-# BASE_SRC (an earlier commit's `git archive`, e.g. .cache/base-src) and VARIANT_SRC (another
-# source tree) when set, built side by side and run alternating (base, tree, variant; twice), so
-# a kernel change is judged against its base in the same lease. The tree's byte-weight kernel
-# tests run first. BENCH_ROWS (default 64,128,256,512,4096) and BENCH_ARGS go to every run.
+# One device call: a GEMM benchmark on the working tree and on BASE_SRC (an earlier commit's
+# `git archive`, e.g. .cache/base-src) and VARIANT_SRC (another source tree) when set, built side
+# by side and run alternating (base, tree, variant; twice), so a kernel change is judged against
+# its base in the same lease. BENCH_BIN picks the benchmark: lmx_bench_byte_weight_gemm (the
+# W8A16 GEMM, default) or lmx_bench_int8_gemm (the W8A8 GEMMs); the tree's kernel tests of that
+# GEMM run first. BENCH_ROWS (default 64,128,256,512,4096) and BENCH_ARGS go to every run.
 # Logs under $OUT (gemm-<build>-<round>.txt). Carry: .devdeps and the source trees named.
 source "$(dirname "$0")/device_check_common.sh" byte-gemm-compare
 configure() {  # src dir, build dir
@@ -12,36 +13,39 @@ configure() {  # src dir, build dir
     >"$out/configure-$(basename "$2").log" 2>&1
 }
 source scripts/unpack_device_deps.sh
+bench=${BENCH_BIN:-lmx_bench_byte_weight_gemm}
+tests='*ByteWeight*:*Int8*'
+[[ $bench == lmx_bench_int8_gemm ]] && tests='*W8A8*:*Int8Gemm*'
 builds=(build-gpu)
 configure . build-gpu
 [[ -n ${BASE_SRC:-} ]] && configure "$BASE_SRC" build-base && builds=(build-base "${builds[@]}")
 [[ -n ${VARIANT_SRC:-} ]] && configure "$VARIANT_SRC" build-variant && builds+=(build-variant)
 step "build ${builds[*]}"
 for b in "${builds[@]}"; do
-  targets=lmx_bench_byte_weight_gemm
+  targets=$bench
   [[ $b == build-gpu ]] && targets+=" lmx_cuda_kernel_tests"
   # shellcheck disable=SC2086
   ninja -C "$b" $targets >"$out/ninja-$b.log" 2>&1 &
 done
 wait
 for b in "${builds[@]}"; do
-  [[ -x $b/bin/lmx_bench_byte_weight_gemm ]] || { tail -30 "$out/ninja-$b.log"; exit 1; }
+  [[ -x $b/bin/$bench ]] || { tail -30 "$out/ninja-$b.log"; exit 1; }
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-step "byte-weight GEMM kernel tests (tree)"
-timeout "$(limit 150)" build-gpu/bin/lmx_cuda_kernel_tests --gtest_brief=1 \
-  --gtest_filter='*ByteWeight*:*Int8*' >"$out/kernels.log" 2>&1
+step "kernel tests $tests (tree)"
+timeout "$(limit 150)" build-gpu/bin/lmx_cuda_kernel_tests --gtest_brief=1 --gtest_filter="$tests" \
+  >"$out/kernels.log" 2>&1
 echo "exit $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is" "$out/kernels.log" | head -20
 for round in 1 2; do
   for b in "${builds[@]}"; do
     step "round $round: $b"
     # shellcheck disable=SC2086
-    timeout "$(limit 90)" "$b/bin/lmx_bench_byte_weight_gemm" \
-      --rows "${BENCH_ROWS:-64,128,256,512,4096}" ${BENCH_ARGS:-} >"$out/gemm-$b-$round.txt" 2>&1
-    # name, M, the int8 and e4m3 times and their speed-up over fp16
+    timeout "$(limit 90)" "$b/bin/$bench" --rows "${BENCH_ROWS:-64,128,256,512,4096}" \
+      ${BENCH_ARGS:-} >"$out/gemm-$b-$round.txt" 2>&1
+    # name, M, the one-byte kernels' times and their speed-up over fp16 (no fp8 lines)
     sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/ \[fp16.*//; s/\| dequant[^|]*//; s/\| fp8 W8A8.*//' \
-      "$out/gemm-$b-$round.txt"
+      "$out/gemm-$b-$round.txt" | grep -vE '\| fp8 '
   done
 done
 step end

@@ -7,15 +7,11 @@
 #include "kernels/cuda/call_timing.cuh"
 
 namespace lmx::kernels::cuda {
-namespace {
-
-int row_bucket(int M) {
+int gemm_row_bucket(int M) {
   int b = 16;
   while (b < M) b *= 2;
   return b;
 }
-
-}  // namespace
 
 BucketTunedGemm::BucketTunedGemm(const char* what, const LtTypes& types, void* workspace,
                                  size_t workspace_bytes)
@@ -66,7 +62,7 @@ void BucketTunedGemm::run(const void* x, const void* w, void* y, int M, int N, i
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
       throw std::runtime_error(std::string(what_) + ": cannot query the stream's capture status");
-    const auto chosen = choices_.find({row_bucket(M), N, K});
+    const auto chosen = choices_.find({gemm_row_bucket(M), N, K});
     if (chosen == choices_.end() && capture == cudaStreamCaptureStatusNone) {
       tune(x, w, y, M, N, K, ws, xs, stream);
       return run(x, w, y, M, N, K, ws, xs, stream);
@@ -107,10 +103,10 @@ GemmTiming BucketTunedGemm::tune(const void* x, const void* w, void* y, int M, i
     if (us > 0 && (best < 0 || us < t.best_us)) t.best_us = us, best = c;
   }
   if (best < 0) throw std::runtime_error(std::string(what_) + ": no proposed algorithm ran");
-  choices_[{row_bucket(M), N, K}] = found[best].algo;
+  choices_[{gemm_row_bucket(M), N, K}] = found[best].algo;
   for (auto& [key, shape] : shapes_)  // shapes of this bucket pick the new choice up
     if (std::get<1>(key) == N && std::get<2>(key) == K &&
-        row_bucket(std::get<0>(key)) == row_bucket(M))
+        gemm_row_bucket(std::get<0>(key)) == gemm_row_bucket(M))
       shape.has_algo = false;
   return t;
 }

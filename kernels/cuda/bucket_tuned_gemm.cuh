@@ -20,6 +20,9 @@
 
 namespace lmx::kernels::cuda {
 
+// The row bucket a GEMM's timed choice is kept for: M rounded up to a power of two, at least 16.
+int gemm_row_bucket(int M);
+
 class BucketTunedGemm {
  public:
   // `what` names the GEMM in errors ("int8 GEMM"); `workspace` may be shared with other GEMMs of

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cuda/bucket_tuned_gemm.cuh"
+#include "kernels/cuda/call_timing.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/w8a8.h"
 
@@ -86,7 +87,59 @@ GemmTiming Int8Gemm::tune(const int8_t* xq, const int8_t* wq, int32_t* acc, int 
   return gemm_->tune(xq, wq, acc, M, N, K, nullptr, nullptr, stream);
 }
 
+template <typename T>
+W8A8Gemm<T>::W8A8Gemm(void* workspace, size_t workspace_bytes)
+    : int8_(workspace, workspace_bytes) {}
+
+template <typename T>
+std::optional<bool> W8A8Gemm<T>::fused(int M, int N, int K) const {
+  const auto it = fused_.find({gemm_row_bucket(M), N, K});
+  if (it == fused_.end()) return std::nullopt;
+  return it->second;
+}
+
+template <typename T>
+void W8A8Gemm<T>::two_steps(const int8_t* xq, const int8_t* wq, const float* xs, const float* ws,
+                            int32_t* acc, T* y, int M, int N, int K, cudaStream_t stream) {
+  int8_.run(xq, wq, acc, M, N, K, stream);
+  w8a8_scale_epilogue<T>(acc, xs, ws, y, M, N, stream);
+}
+
+template <typename T>
+void W8A8Gemm<T>::run(const int8_t* xq, const int8_t* wq, const float* xs, const float* ws,
+                      int32_t* acc, T* y, int M, int N, int K, cudaStream_t stream) {
+  if (M <= 0 || N <= 0) return;
+  if (M < kW8A8WgmmaMinRows || !w8a8_wgmma_supported(K))
+    return two_steps(xq, wq, xs, ws, acc, y, M, N, K, stream);
+  const std::optional<bool> chosen = fused(M, N, K);
+  if (!chosen) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
+      throw std::runtime_error("W8A8 GEMM: cannot query the stream's capture status");
+    if (capture != cudaStreamCaptureStatusNone)
+      return two_steps(xq, wq, xs, ws, acc, y, M, N, K, stream);
+    int8_.tune(xq, wq, acc, M, N, K, stream);  // the two steps at their best
+    constexpr int kRounds = 10;
+    const double fused_us = detail::mean_call_us(
+        [&](int) {
+          w8a8_wgmma_gemm<T>(xq, wq, xs, ws, y, M, N, K, stream);
+          return true;
+        },
+        1, kRounds, stream);
+    const double two_steps_us = detail::mean_call_us(
+        [&](int) {
+          two_steps(xq, wq, xs, ws, acc, y, M, N, K, stream);
+          return true;
+        },
+        1, kRounds, stream);
+    fused_[{gemm_row_bucket(M), N, K}] = fused_us > 0 && fused_us < two_steps_us;
+  }
+  if (fused(M, N, K).value()) return w8a8_wgmma_gemm<T>(xq, wq, xs, ws, y, M, N, K, stream);
+  two_steps(xq, wq, xs, ws, acc, y, M, N, K, stream);
+}
+
 #define LMX_INSTANTIATE(T)                                                                   \
+  template class W8A8Gemm<T>;                                                                \
   template void w8a8_scale_epilogue<T>(const int32_t*, const float*, const float*, T*, int, \
                                        int, cudaStream_t);
 LMX_INSTANTIATE(float)

@@ -143,20 +143,30 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[N / 2], uint64_t a, uint64_
 }
 
 // d += A · B on int8 codes, exact int32 sums: a and b are sw128_desc descriptors of the k-step's
-// 32 bytes of A (64 rows) and B (256 rows); + 2 to a descriptor moves it 32 k along the rows.
+// 32 bytes of A (64 rows) and B (N rows); + 2 to a descriptor moves it 32 k along the rows.
 #define LMX_WGMMA_I8(i)                                                                       \
   "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), \
       "+r"(d[i + 6]), "+r"(d[i + 7])
 #define LMX_WGMMA_I32(i) \
   LMX_WGMMA_I8(i), LMX_WGMMA_I8(i + 8), LMX_WGMMA_I8(i + 16), LMX_WGMMA_I8(i + 24)
-__device__ __forceinline__ void wgmma_s8_k32_n256(int (&d)[128], uint64_t a, uint64_t b) {
+template <int N>
+__device__ __forceinline__ void wgmma_s8_k32(int (&d)[N / 2], uint64_t a, uint64_t b) {
+  static_assert(N == 128 || N == 256);
 #if LMX_WGMMA_AVAILABLE
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {" LMX_WGMMA_R0_31 LMX_WGMMA_R32_63
-          LMX_WGMMA_R64_127 "}, %128, %129, p;\n}\n"
-      : LMX_WGMMA_I32(0), LMX_WGMMA_I32(32), LMX_WGMMA_I32(64), LMX_WGMMA_I32(96)
-      : "l"(a), "l"(b), "r"(1));
+  if constexpr (N == 128)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {" LMX_WGMMA_R0_31 LMX_WGMMA_R32_63
+        "}, %64, %65, p;\n}\n"
+        : LMX_WGMMA_I32(0), LMX_WGMMA_I32(32)
+        : "l"(a), "l"(b), "r"(1));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {" LMX_WGMMA_R0_31 LMX_WGMMA_R32_63
+            LMX_WGMMA_R64_127 "}, %128, %129, p;\n}\n"
+        : LMX_WGMMA_I32(0), LMX_WGMMA_I32(32), LMX_WGMMA_I32(64), LMX_WGMMA_I32(96)
+        : "l"(a), "l"(b), "r"(1));
 #else
   (void)d, (void)a, (void)b;
   __trap();  // only sm_90a has wgmma; the host launches this path on compute capability 9.x only
