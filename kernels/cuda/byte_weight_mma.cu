@@ -84,6 +84,27 @@ __device__ __forceinline__ int swizzle(int r, int c) {
   return Chunks >= 8 ? c ^ ((r & 1) * Flip) : c;
 }
 
+// A thread's copy of one 16-byte chunk a stage, fixed but for k: its source at the split's first
+// stage (it moves kStageK elements a stage), its k within a stage, its place in a ring slot, and
+// whether its row exists (rows past the matrix are zero-filled, never read).
+struct Copy {
+  const void* src;
+  int k, dst;
+  bool row;
+};
+// Chunk c of a stage of `base` ([*, K] of E, Chunks 16-byte chunks a stage row): row first_row +
+// c / Chunks (existing below rows_end), landing at dst0 + its row's Chunks x 16 bytes + its
+// swizzled chunk.
+template <int Chunks, int Flip, typename E>
+__device__ __forceinline__ Copy chunk_copy(const E* base, int c, int first_row, int rows_end,
+                                           int K, int k_first, int dst0) {
+  constexpr int kElems = 16 / int(sizeof(E));
+  const int r = c / Chunks, cc = c % Chunks, row = first_row + r;
+  const bool exists = row < rows_end;
+  return {base + size_t(exists ? row : 0) * K + k_first + cc * kElems, cc * kElems,
+          dst0 + r * Chunks * 16 + swizzle<Chunks, Flip>(r, cc) * 16, exists};
+}
+
 // The block shape for M rows: the smallest whose x tile holds them, up to `max_rows` (more rows
 // than a tile holds take several x-row tiles).
 template <typename F>
@@ -118,34 +139,17 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
   const int first_stage = split * a.stages_per_split;
   const int stages = min(all_stages, first_stage + a.stages_per_split) - first_stage;
 
-  // This thread's copies, fixed but for k: the chunk's source at the split's first stage (it
-  // moves kStageK elements a stage), its k within a stage, its place in a ring slot, and whether
-  // its row exists (rows past N and M are zero-filled, never read).
-  struct Copy {
-    const void* src;
-    int k, dst;
-    bool row;
-  };
-  Copy wc[C::kWCopies], xc[C::kXCopies];
+  // This thread's copies (chunk_copy), at the split's first stage.
   const int k_first = first_stage * C::kStageK;
+  Copy wc[C::kWCopies], xc[C::kXCopies];
 #pragma unroll
-  for (int i = 0; i < C::kWCopies; ++i) {
-    const int c = threadIdx.x + i * C::kThreads, r = c / C::kWChunks, cc = c % C::kWChunks;
-    const int n = n0 + r;
-    wc[i].row = n < a.N;
-    wc[i].k = cc * 16;
-    wc[i].src = a.q + size_t(wc[i].row ? n : 0) * a.K + k_first + cc * 16;
-    wc[i].dst = r * C::kStageK + swizzle<C::kWChunks, 4>(r, cc) * 16;
-  }
+  for (int i = 0; i < C::kWCopies; ++i)
+    wc[i] = chunk_copy<C::kWChunks, 4>(a.q, threadIdx.x + i * C::kThreads, n0, a.N, a.K, k_first,
+                                       0);
 #pragma unroll
-  for (int i = 0; i < C::kXCopies; ++i) {
-    const int c = threadIdx.x + i * C::kThreads, r = c / C::kXChunks, cc = c % C::kXChunks;
-    const int m = m0 + r;
-    xc[i].row = m < a.M;
-    xc[i].k = cc * 8;
-    xc[i].src = a.x + size_t(xc[i].row ? m : 0) * a.K + k_first + cc * 8;
-    xc[i].dst = C::kWBytes + r * C::kStageK * 2 + swizzle<C::kXChunks, 1>(r, cc) * 16;
-  }
+  for (int i = 0; i < C::kXCopies; ++i)
+    xc[i] = chunk_copy<C::kXChunks, 1>(a.x, threadIdx.x + i * C::kThreads, m0, a.M, a.K, k_first,
+                                       C::kWBytes);
   // Copies step `step`'s stage of this block's share into ring slot `slot` (zeros past N, M and
   // K; K % 16 == 0, so a chunk is whole or past the end).
   const int start = byte_gemm::rotation_start(a.rotate, stages);
