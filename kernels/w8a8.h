@@ -73,8 +73,8 @@ void w8a8_wgmma_gemm(const int8_t* xq, const int8_t* wq, const float* xs, const 
 // or through Int8Gemm and the epilogue (int32 sums in `acc` [M, N]), the same bytes either way,
 // whichever ran faster for (row bucket of M, N, K) when timed on the first such call outside graph
 // capture (Int8Gemm's own tuning first); the two steps where the fused kernel cannot run, below
-// its tile's kW8A8WgmmaMinRows rows (decode batches: Llama-2-7B at 32 rows ran 2-5% slower a step
-// when its timing picked the fused kernel, H100), and during a capture before that timing.
+// its tile's kW8A8WgmmaMinRows x rows (a decode batch would fill a fraction of each tile and
+// leave the choice to a timing of weight-bound calls), and during a capture before that timing.
 inline constexpr int kW8A8WgmmaMinRows = 128;
 template <typename T>
 class W8A8Gemm {
