@@ -7,19 +7,14 @@
 # GEMM run first. BENCH_ROWS (default 64,128,256,512,4096) and BENCH_ARGS go to every run.
 # Logs under $OUT (gemm-<build>-<round>.txt). Carry: .devdeps and the source trees named.
 source "$(dirname "$0")/device_check_common.sh" byte-gemm-compare
-configure() {  # src dir, build dir
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON \
-    >"$out/configure-$(basename "$2").log" 2>&1
-}
 source scripts/unpack_device_deps.sh
 bench=${BENCH_BIN:-lmx_bench_byte_weight_gemm}
 tests='*ByteWeight*:*Int8*'
 [[ $bench == lmx_bench_int8_gemm ]] && tests='*W8A8*:*Int8Gemm*'
 builds=(build-gpu)
-configure . build-gpu
-[[ -n ${BASE_SRC:-} ]] && configure "$BASE_SRC" build-base && builds=(build-base "${builds[@]}")
-[[ -n ${VARIANT_SRC:-} ]] && configure "$VARIANT_SRC" build-variant && builds+=(build-variant)
+configure_tree . build-gpu
+[[ -n ${BASE_SRC:-} ]] && configure_tree "$BASE_SRC" build-base && builds=(build-base "${builds[@]}")
+[[ -n ${VARIANT_SRC:-} ]] && configure_tree "$VARIANT_SRC" build-variant && builds+=(build-variant)
 step "build ${builds[*]}"
 for b in "${builds[@]}"; do
   targets=$bench

@@ -14,9 +14,7 @@ case ${PHASE:-all} in
 build | all)
   step "build tree and base"
   source scripts/unpack_device_deps.sh  # the base's configure needs its pkg-config paths
-  (cmake -S "$base_src" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON \
-    >"$out/configure-base.log" 2>&1 &&
+  (configure_tree "$base_src" build-base &&
     ninja -C build-base lmx lmx_bench_attention >"$out/build-base.log" 2>&1
     echo "base build exit $?") &
   build_gpu "lmx lmx_cuda_kernel_tests lmx_bench_attention" "$(limit 400)" || exit 1

@@ -2,7 +2,8 @@
 # working directory, NVLink multicast off, $out for the logs ($OUT on the device, else the name
 # given), step() to stamp each step with the seconds since the start, ../shared/models from the
 # carried copy, build_gpu TARGETS SECONDS (scripts/gpu_tests.sh's build into build-gpu/, no
-# suite; its log in $out/build.log; returns 1 when lmx was not built), build_base (lmx from
+# suite; its log in $out/build.log; returns 1 when lmx was not built), configure_tree SRC BUILD
+# (a Release sm_90a configure of a source tree), build_base (lmx from
 # BASE_SRC, an earlier commit's `git archive` carried as .cache/base-src, into build-base/), and
 # limit SECONDS: a step's own time limit, or what is left of the call's CALL_BUDGET (default 570 s,
 # inside the device's 10 minutes) less a margin.
@@ -25,10 +26,13 @@ build_gpu() {
   source scripts/unpack_device_deps.sh
   [[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; return 1; }
 }
+configure_tree() {  # source tree, build dir: a Release sm_90a configure, its log in $out
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON \
+    >"$out/configure-$(basename "$2").log" 2>&1
+}
 build_base() {
-  cmake -S "${BASE_SRC:-.cache/base-src}" -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DLMX_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" \
-    -DLMX_BUILTIN_BLAS=ON >"$out/configure-base.log" 2>&1 &&
+  configure_tree "${BASE_SRC:-.cache/base-src}" build-base &&
     ninja -C build-base lmx >"$out/build-base.log" 2>&1
   echo "base build exit $?"
 }

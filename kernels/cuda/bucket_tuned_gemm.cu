@@ -13,6 +13,13 @@ int gemm_row_bucket(int M) {
   return b;
 }
 
+bool stream_capturing(cudaStream_t stream, const char* what) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": cannot query the stream's capture status");
+  return capture != cudaStreamCaptureStatusNone;
+}
+
 BucketTunedGemm::BucketTunedGemm(const char* what, const LtTypes& types, void* workspace,
                                  size_t workspace_bytes)
     : what_(what), types_(types), workspace_(workspace), workspace_bytes_(workspace_bytes) {
@@ -59,11 +66,9 @@ void BucketTunedGemm::run(const void* x, const void* w, void* y, int M, int N, i
   // Before any heuristic query too: cuBLASLt proposes no outer-vector algorithm without them.
   if (types_.outer_vec_scales) s.plan.set_scales(ws, xs);
   if (!s.has_algo) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
-      throw std::runtime_error(std::string(what_) + ": cannot query the stream's capture status");
+    const bool capturing = stream_capturing(stream, what_);
     const auto chosen = choices_.find({gemm_row_bucket(M), N, K});
-    if (chosen == choices_.end() && capture == cudaStreamCaptureStatusNone) {
+    if (chosen == choices_.end() && !capturing) {
       tune(x, w, y, M, N, K, ws, xs, stream);
       return run(x, w, y, M, N, K, ws, xs, stream);
     }

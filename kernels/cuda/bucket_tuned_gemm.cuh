@@ -22,6 +22,9 @@ namespace lmx::kernels::cuda {
 
 // The row bucket a GEMM's timed choice is kept for: M rounded up to a power of two, at least 16.
 int gemm_row_bucket(int M);
+// Whether `stream` is being captured into a graph (no timing then); `what` names the GEMM in the
+// error thrown when the status cannot be read.
+bool stream_capturing(cudaStream_t stream, const char* what);
 
 class BucketTunedGemm {
  public:

@@ -113,10 +113,7 @@ void W8A8Gemm<T>::run(const int8_t* xq, const int8_t* wq, const float* xs, const
     return two_steps(xq, wq, xs, ws, acc, y, M, N, K, stream);
   const std::optional<bool> chosen = fused(M, N, K);
   if (!chosen) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
-      throw std::runtime_error("W8A8 GEMM: cannot query the stream's capture status");
-    if (capture != cudaStreamCaptureStatusNone)
+    if (stream_capturing(stream, "W8A8 GEMM"))
       return two_steps(xq, wq, xs, ws, acc, y, M, N, K, stream);
     int8_.tune(xq, wq, acc, M, N, K, stream);  // the two steps at their best
     constexpr int kRounds = 10;
