@@ -4,20 +4,19 @@
 // fp32, scaled, and added)
 // w: LinearWeights::quantized(): dynamic_int8's int8 values or fp8's E4M3 codes [N = w.out,
 // K = w.in], one fp32 scale an output row; T = __half or __nv_bfloat16; Out = T or float (the LM
-// head's logits). The bytes go from memory to shared memory as bytes and are widened to T there
-// (exact, kernels/cuda/byte_weights.cuh: in registers on their way into mma.sync, or once a block
-// into a shared tile for wgmma): no T copy of the weights exists in memory, and the weight stream
-// is half of fp16's. fp32 accumulation; the row scale
-// multiplies the fp32 sum once, then one rounding to Out. No bias (the fused elementwise ops add
-// it; a view with one is refused).
+// head's logits). The bytes go from memory to shared memory as bytes and are widened to T in
+// registers on their way into the tensor cores (exact, kernels/cuda/byte_weights.cuh): no T copy
+// of the weights exists in memory, and the weight stream is half of fp16's. fp32 accumulation;
+// the row scale multiplies the fp32 sum once, then one rounding to Out. No bias (the fused
+// elementwise ops add it; a view with one is refused).
 //
 // For the rows the decode GEMV does not take (kernels/gemm.h: skinny_linear, up to 8): decode
-// batches and prefill. On mma.sync, small M splits K over several blocks (sums through an fp32
-// workspace, the last block of a tile adds them in a fixed order, so results do not depend on
-// timing) so that the weight stream covers the GPU. Two kernels: mma.sync (kernels/cuda/byte_weight_mma.cu,
-// every GPU, grouped scales, up to 64 x rows a tile) and, on Hopper from 64 x rows, wgmma
-// (kernels/cuda/byte_weight_wgmma.cu), which widens each weight once a block instead of once a
-// warp and 8 x rows.
+// batches and prefill. Few tiles (small M, small N) split K over several blocks (sums through an
+// fp32 workspace, the last block of a tile adds them in a fixed order, so results do not depend
+// on timing) so that the weight stream covers the GPU. Two kernels: mma.sync
+// (kernels/cuda/byte_weight_mma.cu, every GPU, grouped scales, up to 64 x rows a tile) and, on
+// Hopper from 64 x rows, wgmma (kernels/cuda/byte_weight_wgmma.cu: TMA copies, each weight
+// widened once a block for 64 or 128 x rows instead of once a warp and 8 x rows).
 //
 // One object per stream (its workspace is reused call after call, in stream order). run
 // allocates nothing and never synchronizes: graph-capturable. Needs K % 16 == 0, 16-byte aligned
@@ -40,16 +39,17 @@ class ByteWeightGemm {
     // the fix-up's reads and its serial tail; bench/RESULTS.md).
     size_t workspace_bytes = 16u << 20;
     int blocks_per_sm = 1;
+    int max_splits = 8;  // blocks a tile's K is split over, at most (1: never split)
     // mma.sync kernel: x rows a tile, the smallest of 8, 16, 32 and 64 that holds M, at most
     // `max_tile_rows` (more rows take several tiles).
     int max_tile_rows = 64;
     // From this many x rows on, on a Hopper GPU and for scales one a row, the wgmma kernel
-    // (kernels/cuda/byte_weight_wgmma.cu) where its tiles cover at least half the SMs (it never
-    // splits K); a value past any M keeps the mma.sync kernel.
+    // (kernels/cuda/byte_weight_wgmma.cu; one block an SM; few 64-row tiles split K, 128-row ones
+    // never: byte_weight_gemm.cu); a value past any M keeps the mma.sync kernel.
     int wgmma_min_rows = 64;
-    // The wgmma kernel's tile, x rows by weight rows (64 x 128, 128 x 128 or 128 x 256), for
-    // benchmarks and tests; 0 x 0: chosen by M. Off Hopper the plan stays mma.sync (plan().wgmma
-    // says which ran).
+    // The wgmma kernel's tile, x rows by weight rows (64 x 128 or 128 x 128), for benchmarks and
+    // tests; 0 x 0: chosen by M. Off Hopper the plan stays mma.sync (plan().wgmma says which
+    // ran).
     int wgmma_rows_m = 0, wgmma_rows_n = 0;
     // Each block walks its share of K from its own stage (byte_weight_gemm.cuh, rotation_start),
     // so that blocks running together do not all read the same k of the shared x rows at once.

@@ -14,7 +14,7 @@
 #   rotate  (not by default) the benchmark at $BENCH_ROWS rows without and with each block
 #           starting at its own stage of K (--no-rotate, then the default);
 #   wgmma   (not by default) the benchmark at $WGMMA_ROWS (128,512,4096) rows with each tile of
-#           the wgmma kernel (64x128, 128x128, 128x256).
+#           the wgmma kernel (64x128, 128x128).
 # Logs under $OUT. Carry: .devdeps, .cache/shared_models.
 source "$(dirname "$0")/device_check_common.sh" byte-weight-gemm-check
 steps=${STEPS:-tests gemm bench parity}
@@ -61,7 +61,7 @@ if [[ " $steps " == *" rotate "* ]]; then
   done
 fi
 if [[ " $steps " == *" wgmma "* ]]; then
-  for t in 64x128 128x128 128x256; do
+  for t in 64x128 128x128; do
     step "lmx_bench_byte_weight_gemm --wgmma-tile $t"
     timeout "$(limit 60)" build-gpu/bin/lmx_bench_byte_weight_gemm --rows "${WGMMA_ROWS:-128,512,4096}" \
       --wgmma-tile "$t" 2>&1 | tee "$out/wgmma_$t.txt" |

@@ -20,12 +20,13 @@ namespace lmx::kernels::cuda {
 ByteWeightGemm::ByteWeightGemm(const Options& options)
     : options_(options), partial_floats_(options.workspace_bytes / sizeof(float)) {
   options_.blocks_per_sm = std::max(1, options_.blocks_per_sm);
+  options_.max_splits = std::max(1, options_.max_splits);
   options_.max_tile_rows = std::max(1, options_.max_tile_rows);
   const byte_gemm::WgmmaShape forced{options_.wgmma_rows_m, options_.wgmma_rows_n};
   if ((forced.rows_m != 0 || forced.rows_n != 0) && !byte_gemm::wgmma_shape_exists(forced))
     throw std::invalid_argument(
         "byte-weight GEMM: no wgmma tile of " + std::to_string(forced.rows_m) + " x " +
-        std::to_string(forced.rows_n) + " x rows by weight rows (64 x 128, 128 x 128, 128 x 256)");
+        std::to_string(forced.rows_n) + " x rows by weight rows (64 x 128 or 128 x 128)");
   int dev = 0, major = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev);
@@ -49,41 +50,22 @@ ByteWeightGemm::~ByteWeightGemm() {
 
 namespace {
 
-constexpr int kMaxSplits = 8;          // mma.sync: blocks a tile's K is split over, at most
-constexpr int kMinStagesPerSplit = 4;  // and stages each split covers, at least
+// Stages each split of K covers, at least: mma.sync 4 (of 64 or 128 k). wgmma (128 k a stage):
+// 64-row tiles 24; 128-row tiles never split. Measured (H100, Llama-2-7B shapes, bench/RESULTS.md):
+// down at 64 rows 61 us unsplit, 47 / 44 with 2 / 4 splits, o 27 / 29 / 32; at 128 and 256 rows
+// (128-row tiles) o 31 us unsplit against 49-57 split, down 73 against 82-91.
+constexpr int kMinStagesPerSplit = 4;
+constexpr int kWgmmaMinStagesPerSplit = 24;
 
 // The wgmma kernel's tile for an M x N call, or 0 x 0 for the mma.sync kernel: on Hopper, from
-// options.wgmma_min_rows rows, scales one a row. Of its tiles, the one with the least time by
-// rounds x cost: rounds = ceil(tiles / (SMs x the tile's blocks an SM)), cost a round relative to
-// 128 x 128 as measured (H100, Llama-2-7B projections at 128 to 4096 rows, bench/RESULTS.md):
-// 64 x 128 (two an SM) 1.1, 128 x 128 1.0, 128 x 256 1.6 (up to 64 rows: 64 x 128 only). Its K
-// is never split (split sums made o and down 1.5-6x slower there), so a call whose best tile
-// leaves more than half the SMs without a tile (N = 4096 at 64-256 rows) takes the mma.sync
-// kernel, which splits K.
-byte_gemm::WgmmaShape wgmma_shape(const ByteWeightGemm::Options& o, bool hopper, int sms, int M,
-                                  int N, bool grouped) {
+// options.wgmma_min_rows rows, scales one a row; 64 x rows by 128 weight rows up to 64 rows, 128
+// x 128 past them (a 128-row tile reads each weight once for twice the rows; its spare rows are
+// zeros the TMA fills).
+byte_gemm::WgmmaShape wgmma_shape(const ByteWeightGemm::Options& o, bool hopper, int M,
+                                  bool grouped) {
   if (!hopper || grouped || M < o.wgmma_min_rows) return {};
   if (o.wgmma_rows_m != 0) return {o.wgmma_rows_m, o.wgmma_rows_n};
-  struct Candidate {
-    byte_gemm::WgmmaShape shape;
-    double cost;
-  };
-  constexpr Candidate kCandidates[] = {{{64, 128}, 1.1}, {{128, 128}, 1.0}, {{128, 256}, 1.6}};
-  auto tiles = [&](byte_gemm::WgmmaShape s) {
-    return double((M + s.rows_m - 1) / s.rows_m) * double((N + s.rows_n - 1) / s.rows_n);
-  };
-  const Candidate* best = nullptr;
-  double best_time = 0.0;
-  for (const Candidate& c : kCandidates) {
-    // Up to 64 rows only the 64-row tile: a 128-row one multiplies as many zero rows as real
-    // ones (qkv at 64 rows: 55.5 against 51.3 us).
-    if (M <= 64 && c.shape.rows_m > 64) continue;
-    const double slots = double(std::max(1, sms)) * byte_gemm::wgmma_blocks_per_sm(c.shape);
-    const double time = std::ceil(tiles(c.shape) / slots) * c.cost;
-    if (!best || time < best_time) best = &c, best_time = time;
-  }
-  if (2.0 * tiles(best->shape) < double(std::max(1, sms))) return {};
-  return best->shape;
+  return {M <= 64 ? 64 : 128, 128};
 }
 
 }  // namespace
@@ -91,7 +73,7 @@ byte_gemm::WgmmaShape wgmma_shape(const ByteWeightGemm::Options& o, bool hopper,
 ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) const {
   Plan p;
   int stages = 0;
-  if (const auto shape = wgmma_shape(options_, hopper_, sms_, M, N, grouped); shape.rows_m != 0) {
+  if (const auto shape = wgmma_shape(options_, hopper_, M, grouped); shape.rows_m != 0) {
     p.wgmma = true;
     p.rows_per_tile = shape.rows_m;
     p.weight_rows_per_tile = shape.rows_n;
@@ -104,10 +86,15 @@ ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) con
   }
   p.tiles_m = (M + p.rows_per_tile - 1) / p.rows_per_tile;
   p.tiles_n = (N + p.weight_rows_per_tile - 1) / p.weight_rows_per_tile;
-  int splits = 1;  // wgmma: never (wgmma_shape)
-  if (!p.wgmma && p.tiles() <= byte_gemm::kMaxSplitTiles) {
-    const int target = std::max(1, sms_) * options_.blocks_per_sm;
-    splits = std::min({target / std::max(1, p.tiles()), kMaxSplits, stages / kMinStagesPerSplit});
+  // Few tiles split K until the grid has blocks_per_sm blocks an SM (wgmma: one).
+  int splits = 1;
+  const bool splittable = !p.wgmma || p.rows_per_tile <= 64;
+  if (splittable && p.tiles() <= byte_gemm::kMaxSplitTiles) {
+    const int blocks_per_sm = p.wgmma ? 1 : options_.blocks_per_sm;
+    const int target = std::max(1, sms_) * blocks_per_sm;
+    const int min_stages = p.wgmma ? kWgmmaMinStagesPerSplit : kMinStagesPerSplit;
+    splits =
+        std::min({target / std::max(1, p.tiles()), options_.max_splits, stages / min_stages});
     while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
     splits = std::max(1, splits);
   }

@@ -15,7 +15,7 @@
 
 namespace lmx::kernels::cuda::byte_gemm {
 
-inline constexpr int kWgmmaStageK = 64;      // k a stage of the wgmma kernel
+inline constexpr int kWgmmaStageK = 128;     // k a stage of the wgmma kernel
 inline constexpr int kMaxSplitTiles = 4096;  // tiles a split call may have (its counters)
 
 template <typename T, typename Out>
@@ -120,12 +120,11 @@ template <typename T, typename W, typename Out>
 void launch_mma(const Args<T, Out>& args, int max_rows, cudaStream_t stream);
 
 // The wgmma kernel (byte_weight_wgmma.cu, sm_90a): its tile shapes, x rows by weight rows
-// (64 x 128, 128 x 128, 128 x 256), the blocks of one an SM holds, and its launch.
+// (64 x 128, 128 x 128; one block an SM), and its launch.
 struct WgmmaShape {
   int rows_m = 0, rows_n = 0;
 };
 bool wgmma_shape_exists(WgmmaShape shape);
-int wgmma_blocks_per_sm(WgmmaShape shape);
 template <typename T, typename W, typename Out>
 void launch_wgmma(const Args<T, Out>& args, WgmmaShape shape, cudaStream_t stream);
 

@@ -1,25 +1,24 @@
-// W8A16 GEMM on Hopper's warpgroup tensor cores (kernels/byte_weight_gemm.h, from 64 x rows):
+// W8A16 GEMM on Hopper's TMA and warpgroup tensor cores (kernels/byte_weight_gemm.h, from 64 x
+// rows):
 //   y [M, N] = x [M, K] · dequant(w)^T, one-byte weights (int8 or E4M3, a scale a row), T x.
 //
-// The mma.sync kernel (byte_weight_mma.cu) widens every weight in the registers of each warp
-// that multiplies it, once for every 8 x rows it multiplies: from 64 x rows on it is bound by
-// issuing those instructions, not by memory (bench/RESULTS.md). Here each weight is widened once
-// a block, into shared memory, and wgmma multiplies it by every x row of the block:
+// The weights are wgmma's A operand, from registers; x is its B operand, from shared memory
+// (y^T = W · x^T, as in the mma.sync kernel and the decode GEMV): a weight byte goes from memory
+// to shared memory to a register once, is widened there (exact, byte_weights.cuh) and multiplies
+// every x row of the tile. Nothing widened is written back to shared memory.
 //
-// - A block computes a [kRowsM x rows x kRowsN weight rows] tile of y over its share of K, in
-//   stages of 64 k. Each stage's x (kRowsM rows x 64 T, 128 bytes a row) and weight bytes
-//   (kRowsN rows x 64 bytes) are copied with cp.async into a ring of kStages slots, kStages - 2
-//   stages ahead (a slot is refilled only after the products that read it are done).
-// - x lands in the 128-byte swizzle wgmma reads (wgmma.cuh: chunk c of row r at c ^ (r % 8)).
-//   The weight bytes land as they are; each thread widens the 16-byte chunks it copied itself
-//   (16 weights of a row, exact) into two swizzled 16-byte chunks of T in one of two "wide"
-//   buffers, so widening stage s overlaps the product of stage s - 1.
-// - Warpgroup w multiplies x rows 64w .. 64w + 63 by the stage's kRowsN widened weight rows:
-//   4 wgmma of k 16 (A = x, B = weights, both K-major), fp32 sums in registers, y = x · w^T with
-//   no transposes anywhere.
-// - Each block walks K from its own stage (byte_weight_gemm.cuh, rotation_start).
-// - The end of a tile (split sums, the row scales, the store) is byte_weight_gemm.cuh's; the
-//   planner never splits this kernel's K (byte_weight_gemm.cu, wgmma_shape).
+// A block computes a [kRowsN = 128 weight rows x kRowsM x rows] tile of y over its split's share
+// of K, in stages of 128 k, with two roles:
+// - one producer thread (the last warp) keeps a ring of kStages slots filled through the TMA
+//   (tma.cuh): a stage's 128 weight rows (128 bytes each) and its x rows (two boxes of 64 T)
+//   land 128-byte swizzled; zeros past M, N and K;
+// - two consumer warpgroups, each 64 of the weight rows: for each stage a thread reads its bytes
+//   of A's fragments (rows g and g + 8 of its warp's 16, k 2t, 2t + 1, 2t + 8, 2t + 9 of each
+//   16: two 4-byte loads and a byte permute a row and 16 k), widens them into registers, and
+//   issues 8 wgmma of k 16 (64 weight rows x kRowsM x rows, fp32 sums). A stage's fragments are
+//   widened while the stage before is multiplied (two register sets); a slot goes back to the
+//   producer once both warpgroups' products of it are done.
+// The end of a tile (split sums, the row scales, the store) is byte_weight_gemm.cuh's.
 // Not taken here: grouped scales (the wgmma sums run over the whole K; the mma.sync kernel
 // scales each 64-k group's sums).
 #include <cuda_bf16.h>
@@ -29,142 +28,154 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/byte_weight_gemm.cuh"
 #include "kernels/cuda/byte_weights.cuh"
-#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/kv_types.cuh"
+#include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace lmx::kernels::cuda::byte_gemm {
 namespace {
 
-// A block: Groups warpgroups (64 x rows each) by kRowsN weight rows (wgmma's N), a ring of
-// kStages stages of kWgmmaStageK k.
-template <int Groups, int RowsN, int Stages>
+constexpr int kRowsN = 128;                // weight rows a tile: two warpgroups of wgmma's 64
+constexpr int kConsumers = 256;            // threads of the two consumer warpgroups
+constexpr int kThreads = kConsumers + 32;  // and the producer's warp
+constexpr int kSteps = kWgmmaStageK / 16;  // wgmma k-steps a stage
+constexpr int kWBytes = kRowsN * kWgmmaStageK;  // a stage of weights: [128 rows][128 bytes]
+static_assert(kWgmmaStageK == 128, "a stage is one 128-byte swizzled row of weight bytes");
+
+// A block of kRowsM x rows (wgmma's N) a tile and a ring of kStages stages.
+template <int RowsM, int Stages>
 struct Config {
-  static constexpr int kRowsN = RowsN, kStages = Stages;
-  static constexpr int kThreads = 128 * Groups;
-  static constexpr int kRowsM = 64 * Groups;
-  static constexpr int kXBytes = kRowsM * 128;            // a stage of x: [kRowsM][64] T
-  static constexpr int kWBytes = kRowsN * kWgmmaStageK;   // a stage of weights: [kRowsN][64] B
-  static constexpr int kWideBytes = kRowsN * 128;         // a stage of weights as T
-  static constexpr int kXCopies = kRowsM * 8 / kThreads;  // 16-byte copies a thread a stage
-  static constexpr int kWCopies = kRowsN * 4 / kThreads;
-  // [kStages][x] [2][wide] [kStages][weight bytes], 1024-aligned at run time (the slack).
-  static constexpr int kSmem = Stages * (kXBytes + kWBytes) + 2 * kWideBytes + 1024;
-  static_assert(kRowsN * 4 % kThreads == 0 && Stages >= 3 && kSmem <= 227 * 1024);
+  static constexpr int kRowsM = RowsM, kStages = Stages;
+  static constexpr int kXBoxBytes = RowsM * 128;  // 64 k of the x rows: [kRowsM][64] T
+  static constexpr int kXBytes = 2 * kXBoxBytes;  // a stage's 128 k
+  // [kStages][x] [kStages][weights], 1024-aligned at run time (the slack).
+  static constexpr int kSmem = Stages * (kXBytes + kWBytes) + 1024;
+  static_assert(kSmem <= 227 * 1024);
 };
 
-// Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile (wgmma.cuh).
-__device__ __forceinline__ int swizzled(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+// A consumer thread's A fragments of one stage: [k-step][wgmma_rs_k16's a].
+using Fragments = uint32_t[kSteps][4];
 
 template <typename C, typename T, typename W, typename Out>
-__global__ void __launch_bounds__(C::kThreads, 1) byte_weight_wgmma_kernel(const Args<T, Out> a) {
+__global__ void __launch_bounds__(kThreads, 1)
+    byte_weight_wgmma_kernel(const __grid_constant__ CUtensorMap x_map,
+                             const __grid_constant__ CUtensorMap w_map, const Args<T, Out> a) {
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* const xs = reinterpret_cast<unsigned char*>(
+  __shared__ uint64_t full[C::kStages], empty[C::kStages];
+  unsigned char* const x_slots = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  unsigned char* const wide = xs + C::kStages * C::kXBytes;
-  unsigned char* const wb = wide + 2 * C::kWideBytes;
-  const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+  unsigned char* const w_slots = x_slots + C::kStages * C::kXBytes;
   int tile_m, tile_n;
   tile_of(blockIdx.x, a.tiles_m, a.tiles_n, tile_m, tile_n);
-  const int n0 = tile_n * C::kRowsN, m0 = tile_m * C::kRowsM;
+  const int n0 = tile_n * kRowsN, m0 = tile_m * C::kRowsM;
   const int split = blockIdx.y;
   const int all_stages = (a.K + kWgmmaStageK - 1) / kWgmmaStageK;
   const int first_stage = split * a.stages_per_split;
   const int stages = min(all_stages, first_stage + a.stages_per_split) - first_stage;
-  const int k_first = first_stage * kWgmmaStageK;
 
-  // This thread's copies: 16-byte chunk xk / 8 of x rows x_row + i x kXRowStep and chunk wk / 16
-  // of weight rows w_row + i x kWRowStep (i < kXCopies, kWCopies), at the split's first stage
-  // (each stage moves them 64 k on). Rows past M and N are zero-filled: they add zeros.
-  constexpr int kXRowStep = C::kThreads / 8, kWRowStep = C::kThreads / 4;
-  const int x_row = threadIdx.x / 8, xk = threadIdx.x % 8 * 8;
-  const int w_row = threadIdx.x / 4, wk = threadIdx.x % 4 * 16;
-  const T* const x_src = a.x + size_t(m0 + x_row) * a.K + k_first + xk;
-  const uint8_t* const w_src = a.q + size_t(n0 + w_row) * a.K + k_first + wk;
-  const int x_dst = swizzled(x_row, xk / 8), w_dst = w_row * kWgmmaStageK + wk;
-  // Step `step`'s stage of the split into ring slot `slot` (zeros past M, N and K; K % 16 == 0,
-  // so a chunk is whole or past the end).
-  const int start = rotation_start(a.rotate, stages);
-  auto load_stage = [&](int step, int slot) {
-    const int s = rotated(step, stages, start);
-    const int k = (first_stage + s) * kWgmmaStageK;
-#pragma unroll
-    for (int i = 0; i < C::kXCopies; ++i) {
-      const bool valid = m0 + x_row + i * kXRowStep < a.M && k + xk < a.K;
-      const T* src = x_src + size_t(i) * kXRowStep * a.K + s * kWgmmaStageK;
-      // + i x kXRowStep rows keeps row % 8, so the swizzle moves by whole rows.
-      cp_async16(xs + slot * C::kXBytes + x_dst + i * kXRowStep * 128, valid ? src : a.x, valid);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      tma::barrier_init(&full[s], 1);   // the producer's arrival (+ the slot's bytes)
+      tma::barrier_init(&empty[s], 2);  // both consumer warpgroups, done with the slot
     }
-#pragma unroll
-    for (int i = 0; i < C::kWCopies; ++i) {
-      const bool valid = n0 + w_row + i * kWRowStep < a.N && k + wk < a.K;
-      const uint8_t* src = w_src + size_t(i) * kWRowStep * a.K + s * kWgmmaStageK;
-      cp_async16_stream(wb + slot * C::kWBytes + w_dst + i * kWRowStep * kWgmmaStageK,
-                        valid ? src : a.q, valid);
-    }
-  };
-  // The thread's own weight chunks of slot `slot`, widened into wide buffer `buf`.
-  auto widen_stage = [&](int slot, int buf) {
-#pragma unroll
-    for (int i = 0; i < C::kWCopies; ++i) {
-      const int r = w_row + i * kWRowStep, c = wk / 16;
-      const uint4 q = *reinterpret_cast<const uint4*>(wb + slot * C::kWBytes + w_dst +
-                                                      i * kWRowStep * kWgmmaStageK);
-      uint4 lo, hi;
-      widen_bytes16<T, W>(q, lo, hi);
-      unsigned char* out = wide + buf * C::kWideBytes;
-      *reinterpret_cast<uint4*>(out + swizzled(r, 2 * c)) = lo;
-      *reinterpret_cast<uint4*>(out + swizzled(r, 2 * c + 1)) = hi;
-    }
-  };
-
-  float acc[C::kRowsN / 2] = {};
-  wgmma::fence_registers(acc);
-#pragma unroll
-  for (int s = 0; s < C::kStages - 2; ++s) {
-    if (s < stages) load_stage(s, s);
-    cp_async_commit();
+    tma::fence_barrier_init();
   }
-  for (int s = 0; s < stages; ++s) {
-    const int slot = s % C::kStages, buf = s % 2;
-    // This warpgroup's product of stage s - 2 is done (s - 1's may run on: the products chain
-    // into the same registers, which nothing else touches until the last wait).
-    wgmma::wait<1>();
-    cp_async_wait<C::kStages - 3>();  // this thread's copies of stage s are in
-    wgmma::fence_shared_for_async();
-    // Every thread's stage s is in, and every warpgroup is done with stage s - 2: its slot and
-    // its wide buffer (this stage's) may be written.
-    __syncthreads();
-    if (s + C::kStages - 2 < stages)
-      load_stage(s + C::kStages - 2, (s + C::kStages - 2) % C::kStages);
-    cp_async_commit();
-    widen_stage(slot, buf);
-    wgmma::fence_shared_for_async();
-    __syncthreads();  // the whole stage widened
-    wgmma::fence();
-    const uint64_t da = wgmma::sw128_desc(xs + slot * C::kXBytes + group * 64 * 128);
-    const uint64_t db = wgmma::sw128_desc(wide + buf * C::kWideBytes);
-#pragma unroll
-    for (int k = 0; k < kWgmmaStageK / 16; ++k)
-      wgmma::wgmma_k16<T, C::kRowsN>(acc, da + 2 * k, db + 2 * k);  // + 32 bytes: 16 k on
-    wgmma::commit();
-  }
-  wgmma::wait<0>();
-  wgmma::fence_registers(acc);
-  cp_async_wait<0>();
+  __syncthreads();
 
-  // acc[4j + e]: y[m][n] with m the warp's x row g (+ 8 for e >= 2), n weight row 8j + 2t (+ 1
-  // for odd e). for_each(f): f(m, n, float& v) for each of them inside [M, N].
-  const int m_first = m0 + group * 64 + warp * 16 + lane / 4, n_first = n0 + 2 * (lane % 4);
+  const bool consumer = threadIdx.x < kConsumers;
+  float acc[C::kRowsM / 2] = {};
+  if (!consumer) {
+    if (threadIdx.x == kConsumers) {  // one thread issues every copy
+      const int start = rotation_start(a.rotate, stages);
+      for (int s = 0; s < stages; ++s) {
+        const int slot = s % C::kStages;
+        // The slot's previous stage (s - kStages) has been multiplied.
+        if (s >= C::kStages) tma::wait(&empty[slot], (s / C::kStages - 1) & 1);
+        const int k = (first_stage + rotated(s, stages, start)) * kWgmmaStageK;
+        unsigned char* const xs = x_slots + slot * C::kXBytes;
+        tma::arrive_expect_tx(&full[slot], C::kXBytes + kWBytes);
+        tma::load_2d(xs, &x_map, 2 * k, m0, &full[slot]);  // x's map counts bytes: 2 a k
+        tma::load_2d(xs + C::kXBoxBytes, &x_map, 2 * k + 128, m0, &full[slot]);
+        tma::load_2d(w_slots + slot * kWBytes, &w_map, k, n0, &full[slot]);
+      }
+    }
+  } else {
+    const int group = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const bool leader = threadIdx.x % 128 == 0;  // releases the group's slots
+    // The thread's weight rows of a stage: r and r + 8, both at swizzle row g (r % 8 == g). Of
+    // each 16-byte chunk (16 k) it needs bytes 2t, 2t + 1, 2t + 8, 2t + 9: in the 4-byte words
+    // at 4 (t / 2) and 8 + 4 (t / 2), halves t % 2.
+    const int r = 64 * group + 16 * warp + g;
+    const int w_offset = r * 128 + 4 * (t / 2);
+    const uint32_t halves = t % 2 ? 0x7632u : 0x5410u;
+    auto widen_stage = [&](int slot, Fragments& f) {
+      const unsigned char* const w = w_slots + slot * kWBytes + w_offset;
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // rows r and r + 8
+          const unsigned char* p = w + h * 8 * 128 + ((k ^ g) << 4);
+          const uint2 v = widen_bytes4<T, W>(__byte_perm(*reinterpret_cast<const uint32_t*>(p),
+                                                         *reinterpret_cast<const uint32_t*>(p + 8),
+                                                         halves));
+          f[k][h] = v.x;      // k 2t, 2t + 1
+          f[k][2 + h] = v.y;  // k 2t + 8, 2t + 9
+        }
+    };
+    Fragments frags[2];
+    wgmma::fence_registers(acc);
+    // Stage s: multiply it with frags[B] (widened the step before), then, once stage s - 1's
+    // products are done (its slot goes back, its fragments frags[B ^ 1] are free), widen s + 1.
+    auto step = [&](auto buffer, int s) {
+      constexpr int B = decltype(buffer)::value;
+      const int slot = s % C::kStages;
+      const unsigned char* const xs = x_slots + slot * C::kXBytes;
+      wgmma::fence();
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k)  // + 2: 32 bytes (16 k) on in a box
+        wgmma::wgmma_rs_k16<T, C::kRowsM>(
+            acc, frags[B][k], wgmma::sw128_desc(xs + k / 4 * C::kXBoxBytes) + 2 * (k % 4));
+      wgmma::commit();
+      wgmma::wait<1>();
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k)  // read by stage s - 1's products, now done
+        wgmma::fence_registers(frags[B ^ 1][k]);
+      if (s > 0 && leader) tma::arrive(&empty[(s - 1) % C::kStages]);
+      if (s + 1 < stages) {
+        const int next = (s + 1) % C::kStages;
+        tma::wait(&full[next], ((s + 1) / C::kStages) & 1);
+        widen_stage(next, frags[B ^ 1]);
+      }
+    };
+    if (stages > 0) {
+      tma::wait(&full[0], 0);
+      widen_stage(0, frags[0]);
+    }
+    for (int s = 0; s < stages; s += 2) {
+      step(std::integral_constant<int, 0>{}, s);
+      if (s + 1 < stages) step(std::integral_constant<int, 1>{}, s + 1);
+    }
+    wgmma::wait<0>();
+    wgmma::fence_registers(acc);
+  }
+
+  // acc[4j + e]: y[m][n] with n the thread's weight row (+ 8 for e >= 2), m x row 8j + 2t (+ 1
+  // for odd e). for_each(f): f(m, n, float& v) for each of them inside [M, N] (none for the
+  // producer's warp, which only takes part in finish_tile's barriers).
+  const int n_first = n0 + (threadIdx.x / 32) * 16 + threadIdx.x % 32 / 4;
+  const int m_first = m0 + 2 * (threadIdx.x % 4);
   auto for_each = [&](auto&& f) {
+    if (!consumer) return;
 #pragma unroll
-    for (int j = 0; j < C::kRowsN / 8; ++j)
+    for (int j = 0; j < C::kRowsM / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int m = m_first + (e >> 1) * 8, n = n_first + 8 * j + (e & 1);
+        const int m = m_first + 8 * j + (e & 1), n = n_first + (e >> 1) * 8;
         if (m < a.M && n < a.N) f(m, n, acc[4 * j + e]);
       }
   };
@@ -173,20 +184,25 @@ __global__ void __launch_bounds__(C::kThreads, 1) byte_weight_wgmma_kernel(const
 
 template <typename C, typename T, typename W, typename Out>
 void launch(const Args<T, Out>& args, cudaStream_t stream) {
-  launch_tiles(byte_weight_wgmma_kernel<C, T, W, Out>, C::kThreads, C::kSmem, args, stream);
+  // x as a byte matrix [M, 2K]; a box is 128 bytes (64 k) of kRowsM rows.
+  const CUtensorMap x_map = tma::byte_matrix_map(args.x, args.M, 2 * args.K, C::kRowsM);
+  const CUtensorMap w_map = tma::byte_matrix_map(args.q, args.N, args.K, kRowsN);
+  auto* kernel = byte_weight_wgmma_kernel<C, T, W, Out>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), kThreads, C::kSmem, stream>>>(
+      x_map, w_map, args);
 }
 
-// The shapes (rows_m x rows_n): 64 x 128 fits two blocks an SM; 128 x 128 and 128 x 256 one.
-using Rows64x128 = Config<1, 128, 4>;
-using Rows128x128 = Config<2, 128, 5>;
-using Rows128x256 = Config<2, 256, 4>;
+// The shapes (x rows x weight rows): 64 x 128 and 128 x 128, one block an SM.
+using Rows64 = Config<64, 6>;
+using Rows128 = Config<128, 4>;
 
 // f(the Config of tile `shape`); false, f not called, when there is no such tile.
 template <typename F>
 bool with_shape(WgmmaShape shape, F&& f) {
-  if (shape.rows_m == 64 && shape.rows_n == 128) return f(Rows64x128{}), true;
-  if (shape.rows_m == 128 && shape.rows_n == 128) return f(Rows128x128{}), true;
-  if (shape.rows_m == 128 && shape.rows_n == 256) return f(Rows128x256{}), true;
+  if (shape.rows_n != kRowsN) return false;
+  if (shape.rows_m == 64) return f(Rows64{}), true;
+  if (shape.rows_m == 128) return f(Rows128{}), true;
   return false;
 }
 
@@ -199,13 +215,6 @@ bool with_shape(WgmmaShape shape, F&& f) {
 
 bool wgmma_shape_exists(WgmmaShape shape) {
   return with_shape(shape, [](auto) {});
-}
-
-int wgmma_blocks_per_sm(WgmmaShape shape) {
-  int blocks = 1;
-  if (!with_shape(shape, [&](auto c) { blocks = (228 * 1024) / (decltype(c)::kSmem + 1024); }))
-    no_such_tile(shape);
-  return blocks < 1 ? 1 : blocks;
 }
 
 template <typename T, typename W, typename Out>

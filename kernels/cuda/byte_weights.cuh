@@ -37,15 +37,24 @@ __device__ __forceinline__ uint32_t int8_pair(uint32_t word, int i) {
   }
 }
 
+// Four weights (the bytes of `word`) as 4 T: .x bytes 0 and 1, .y bytes 2 and 3 (two fragment
+// registers).
+template <typename T, typename W>
+__device__ __forceinline__ uint2 widen_bytes4(uint32_t word) {
+  static_assert(std::is_same_v<W, int8_t> || std::is_same_v<W, KvFp8>);
+  if constexpr (std::is_same_v<W, int8_t>) {
+    return make_uint2(int8_pair<T>(word, 0), int8_pair<T>(word, 1));
+  } else {
+    const uint4 wide = widen_fp8x8<T>(make_uint2(word, 0u));
+    return make_uint2(wide.x, wide.y);
+  }
+}
+
 // Eight weights (8 bytes: words lo, hi) as 8 T (one 16-byte fragment chunk), in order.
 template <typename T, typename W>
 __device__ __forceinline__ uint4 widen_bytes8(uint32_t lo, uint32_t hi) {
-  static_assert(std::is_same_v<W, int8_t> || std::is_same_v<W, KvFp8>);
-  if constexpr (std::is_same_v<W, int8_t>)
-    return make_uint4(int8_pair<T>(lo, 0), int8_pair<T>(lo, 1), int8_pair<T>(hi, 0),
-                      int8_pair<T>(hi, 1));
-  else
-    return widen_fp8x8<T>(make_uint2(lo, hi));
+  const uint2 first = widen_bytes4<T, W>(lo), second = widen_bytes4<T, W>(hi);
+  return make_uint4(first.x, first.y, second.x, second.y);
 }
 
 // A chunk of 16 weights (k 0..15 of the chunk) as two chunks of 8 T: k 0..7 and k 8..15.

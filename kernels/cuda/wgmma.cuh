@@ -1,4 +1,5 @@
-// Hopper's warpgroup tensor-core product (wgmma, sm_90a) on operands in shared memory, for the
+// Hopper's warpgroup tensor-core product (wgmma, sm_90a) on operands in shared memory (A also
+// from registers: wgmma_rs_k16), for the
 // W8A16 GEMM at 64 and more rows (byte_weight_wgmma.cu) and the W8A8 GEMM (w8a8_wgmma.cu). A
 // warpgroup (4 consecutive warps, 128 threads) multiplies A [64 x 16] by B [16 x N] into fp32
 // registers (int8: A [64 x 32], int32), asynchronously:
@@ -34,6 +35,13 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
          (uint64_t(1) << 62);
 }
 
+// The products' body where the device code is built for a GPU without wgmma: the host launches
+// them on compute capability 9.x only.
+template <typename... Operands>
+__device__ __forceinline__ void unavailable(const Operands&...) {
+  __trap();
+}
+
 // Orders this thread's earlier register and shared-memory accesses before the wgmma that follow.
 __device__ __forceinline__ void fence() {
 #if LMX_WGMMA_AVAILABLE
@@ -65,8 +73,8 @@ __device__ __forceinline__ void fence_registers(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-template <int R>
-__device__ __forceinline__ void fence_registers(int (&d)[R]) {
+template <typename I, int R, typename = std::enable_if_t<std::is_integral_v<I> && sizeof(I) == 4>>
+__device__ __forceinline__ void fence_registers(I (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
@@ -137,10 +145,48 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[N / 2], uint64_t a, uint64_
   }
 #undef LMX_WGMMA_N
 #else
-  (void)d, (void)a, (void)b;
-  __trap();  // only sm_90a has wgmma; the host launches this path on compute capability 9.x only
+  unavailable(d, a, b);
 #endif
 }
+
+// d += A · B with A in registers (the weights of the W8A16 GEMM, widened on their way from shared
+// memory): a is this thread's share of A [64 x 16], per warp as mma.m16n8k16's A fragment (warp w
+// of the group holds rows 16w .. 16w + 15; a[0]: row g, k 2t and 2t + 1; a[1]: row g + 8, the
+// same k; a[2], a[3]: rows g and g + 8, k 2t + 8 and 2t + 9), b the sw128_desc of B's N rows. The
+// product reads a asynchronously: the registers keep their values until a wait retires it.
+#define LMX_WGMMA_RS_N64                                                            \
+  LMX_WGMMA_R0_31 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                 \
+      : LMX_WGMMA_D32(0)                                                            \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+#define LMX_WGMMA_RS_N128                                                           \
+  LMX_WGMMA_R0_31 LMX_WGMMA_R32_63 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n" \
+      : LMX_WGMMA_D32(0), LMX_WGMMA_D32(32)                                         \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_rs_k16(float (&d)[N / 2], const uint32_t (&a)[4],
+                                             uint64_t b) {
+  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>);
+  static_assert(N == 64 || N == 128);
+#if LMX_WGMMA_AVAILABLE
+  constexpr bool kHalf = std::is_same_v<T, __half>;
+  if constexpr (N == 64 && kHalf)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" LMX_WGMMA_RS_N64);
+  else if constexpr (N == 64)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" LMX_WGMMA_RS_N64);
+  else if constexpr (kHalf)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" LMX_WGMMA_RS_N128);
+  else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" LMX_WGMMA_RS_N128);
+#else
+  unavailable(d, a, b);
+#endif
+}
+#undef LMX_WGMMA_RS_N64
+#undef LMX_WGMMA_RS_N128
 
 // d += A · B on int8 codes, exact int32 sums: a and b are sw128_desc descriptors of the k-step's
 // 32 bytes of A (64 rows) and B (N rows); + 2 to a descriptor moves it 32 k along the rows.
@@ -168,8 +214,7 @@ __device__ __forceinline__ void wgmma_s8_k32(int (&d)[N / 2], uint64_t a, uint64
         : LMX_WGMMA_I32(0), LMX_WGMMA_I32(32), LMX_WGMMA_I32(64), LMX_WGMMA_I32(96)
         : "l"(a), "l"(b), "r"(1));
 #else
-  (void)d, (void)a, (void)b;
-  __trap();  // only sm_90a has wgmma; the host launches this path on compute capability 9.x only
+  unavailable(d, a, b);
 #endif
 }
 #undef LMX_WGMMA_I8

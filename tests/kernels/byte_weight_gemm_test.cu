@@ -1,14 +1,14 @@
 // The W8A16 GEMM (kernels/byte_weight_gemm.h) on int8 (dynamic_int8) and E4M3 (fp8) weights,
 // fp16 and bf16 activations, against the weights-only reference (tests/kernels/quantized_weights.h):
 //  - both kernels: mma.sync at every block shape (x rows <= 8, 16, 32, 64, more) and, on Hopper,
-//    wgmma at each of its tiles (64 x 128, 128 x 128, 128 x 256 x rows by weight rows, made to run
-//    from one row), at odd M, N and K, a K split over several blocks, more than 8 x-row tiles:
-//    within one rounding to T (fp32 out: 2e-5);
-//  - on Hopper the plan takes wgmma from 64 rows (scales one a row) where its tiles cover half
-//    the SMs or more, mma.sync below, for fewer tiles and for grouped scales;
+//    wgmma at each of its tiles (64 x 128 and 128 x 128 x rows by weight rows, made to run from
+//    one row), at odd M, N and K (boxes of the TMA partly and wholly past the matrix), a K split
+//    over several blocks, more than 8 x-row tiles: within one rounding to T (fp32 out: 2e-5);
+//  - on Hopper the plan takes wgmma from 64 rows (scales one a row), mma.sync below and for
+//    grouped scales; few tiles split K (wgmma's 128-row tiles never);
 //  - a split call gives the same bits every time (its sums are added in split order) and leaves
-//    its tile counts at zero for the next call (mma.sync at 32- and 64-row tiles: the planner
-//    never splits wgmma's K);
+//    its tile counts at zero for the next call (mma.sync at 32-row tiles, wgmma's 64-row tiles
+//    on Hopper);
 //  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
 //    shapes whose K holds whole groups;
 //  - K not a multiple of 16, groups of under 64 columns, weights in T and a bias are refused, not
@@ -50,19 +50,17 @@ using Options = kc::ByteWeightGemm::Options;
 // starting at its own stage of K), mma.sync alone, and each wgmma tile from one row on (mma.sync
 // where the GPU is not a Hopper).
 std::vector<std::pair<std::string, Options>> kernel_choices() {
-  Options planned, unrotated, mma_only, wg64x128, wg128x128, wg128x256;
+  Options planned, unrotated, mma_only, wg64x128, wg128x128;
   unrotated.rotate_k = false;
   mma_only.wgmma_min_rows = 1 << 30;
-  for (auto* o : {&wg64x128, &wg128x128, &wg128x256}) o->wgmma_min_rows = 1;
+  for (auto* o : {&wg64x128, &wg128x128}) o->wgmma_min_rows = 1;
   wg64x128.wgmma_rows_m = 64, wg64x128.wgmma_rows_n = 128;
   wg128x128.wgmma_rows_m = 128, wg128x128.wgmma_rows_n = 128;
-  wg128x256.wgmma_rows_m = 128, wg128x256.wgmma_rows_n = 256;
   return {{"planned", planned},
           {"planned, every block from k = 0", unrotated},
           {"mma.sync", mma_only},
           {"wgmma 64x128", wg64x128},
-          {"wgmma 128x128", wg128x128},
-          {"wgmma 128x256", wg128x256}};
+          {"wgmma 128x128", wg128x128}};
 }
 
 bool hopper() {
@@ -110,21 +108,28 @@ TYPED_TEST(ByteWeightGemm, MatchesTheWeightsOnlyReference) {
   }
 }
 
-TYPED_TEST(ByteWeightGemm, HopperTakesWgmmaFromSixtyFourRowsWhereItsTilesFillTheGpu) {
+TYPED_TEST(ByteWeightGemm, HopperTakesWgmmaFromSixtyFourRowsAndFewTilesSplitK) {
   LMX_REQUIRE_GPU();
   using Weight = typename TypeParam::Weight;
   const kc::ByteWeightGemm gemm;
   const bool grouped = Weight::kGroup > 0;
   EXPECT_FALSE(gemm.plan(63, 12288, 4096, grouped).wgmma);
   for (int M : {64, 128, 256, 512, 4096}) {
-    const auto plan = gemm.plan(M, 12288, 4096, grouped);  // Llama-2-7B's qkv
+    const auto plan = gemm.plan(M, 12288, 4096, grouped);  // Llama-2-7B's qkv: tiles enough
     EXPECT_EQ(plan.wgmma, hopper() && !grouped) << M << " rows";
-    if (plan.wgmma) EXPECT_EQ(plan.splits, 1) << M << " rows";
+    if (plan.wgmma) {
+      EXPECT_EQ(plan.rows_per_tile, M <= 64 ? 64 : 128) << M << " rows";
+      EXPECT_EQ(plan.splits, 1) << M << " rows";
+    }
   }
-  // 4096 weight rows at 128 x rows: 32 tiles of 128 x 128 leave most SMs idle; mma.sync splits K.
-  const auto narrow = gemm.plan(128, 4096, 4096, grouped);
-  EXPECT_FALSE(narrow.wgmma);
+  // Few tiles: 64-row wgmma tiles and mma.sync split K (down at 64 rows: 32 tiles), 128-row
+  // wgmma tiles never do (they ran 1.1-1.8x slower split).
+  const auto narrow = gemm.plan(64, 4096, 11008, grouped);
+  EXPECT_EQ(narrow.wgmma, hopper() && !grouped);
   EXPECT_GT(narrow.splits, 1);
+  const auto wide_rows = gemm.plan(128, 4096, 11008, grouped);
+  EXPECT_EQ(wide_rows.wgmma, hopper() && !grouped);
+  if (wide_rows.wgmma) EXPECT_EQ(wide_rows.splits, 1);
 }
 
 TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
@@ -132,9 +137,9 @@ TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
   using T = typename TypeParam::T;
   using Weight = typename TypeParam::Weight;
   std::mt19937 rng(22);
-  const int N = 4096, K = 4096;
+  const int N = 4096, K = 11008;
   const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-  for (const int M : {24, 64}) {  // mma.sync's tiles of 32 and 64 x rows (wgmma never splits)
+  for (const int M : {24, 64}) {  // mma.sync's 32-row tiles; on Hopper wgmma's 64-row ones
     kc::ByteWeightGemm gemm;
     ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
         << M << " rows no longer split K: pick a shape that does";
