@@ -39,7 +39,7 @@ class ByteWeightGemm {
     // the fix-up's reads and its serial tail; bench/RESULTS.md).
     size_t workspace_bytes = 16u << 20;
     int blocks_per_sm = 1;
-    int max_splits = 8;  // blocks a tile's K is split over, at most (1: never split)
+    int max_splits = 8;  // blocks a tile's K is split over, at most: 1 (never split) to 8
     // mma.sync kernel: x rows a tile, the smallest of 8, 16, 32 and 64 that holds M, at most
     // `max_tile_rows` (more rows take several tiles).
     int max_tile_rows = 64;

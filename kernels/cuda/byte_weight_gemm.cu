@@ -20,7 +20,10 @@ namespace lmx::kernels::cuda {
 ByteWeightGemm::ByteWeightGemm(const Options& options)
     : options_(options), partial_floats_(options.workspace_bytes / sizeof(float)) {
   options_.blocks_per_sm = std::max(1, options_.blocks_per_sm);
-  options_.max_splits = std::max(1, options_.max_splits);
+  if (options_.max_splits < 1 || options_.max_splits > byte_gemm::kMaxSplits)
+    throw std::invalid_argument("byte-weight GEMM: max_splits must be 1 to " +
+                                std::to_string(byte_gemm::kMaxSplits) + " (got " +
+                                std::to_string(options_.max_splits) + ")");
   options_.max_tile_rows = std::max(1, options_.max_tile_rows);
   const byte_gemm::WgmmaShape forced{options_.wgmma_rows_m, options_.wgmma_rows_n};
   if ((forced.rows_m != 0 || forced.rows_n != 0) && !byte_gemm::wgmma_shape_exists(forced))

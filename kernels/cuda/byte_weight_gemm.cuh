@@ -17,6 +17,7 @@ namespace lmx::kernels::cuda::byte_gemm {
 
 inline constexpr int kWgmmaStageK = 128;     // k a stage of the wgmma kernel
 inline constexpr int kMaxSplitTiles = 4096;  // tiles a split call may have (its counters)
+inline constexpr int kMaxSplits = 8;         // blocks a tile's K may be split over
 
 template <typename T, typename Out>
 struct Args {
@@ -54,14 +55,43 @@ __device__ __forceinline__ void store(Out* y, size_t i, float v) {
     y[i] = detail::from_f<Out>(v);
 }
 
-// The end of tile blockIdx.x for split `split`: for_each(f) calls f(m, n, float& v) on each of
-// the thread's sums inside [M, N]. Unsplit, the sums are scaled by the row's scale (unless
-// kScaled: grouped scales were applied per group) and stored. Split, each block writes its sums
-// to the workspace; the last block of the tile to finish (an atomic count a tile) adds every
-// split's sums in split order (its own from memory too: the same fp32 adds whichever block came
-// last), stores them and sets the count back to zero for the next call.
+// A block's tile of y: rows m0 .. m0 + rows - 1 and columns n0 .. n0 + cols - 1 (cut at M and N).
+struct Tile {
+  int m0, rows, n0, cols;
+};
+
+// The last block of a split tile: every split's sums of `tile` added in split order (each from the
+// workspace, the same fp32 adds whichever block came last), scaled by the row's scale (unless
+// kScaled) and stored. The block's threads take the tile's elements in row-major order (each warp
+// reads and writes whole lines) with no branch around a load, so the loads of several elements
+// and splits are in flight at once: reading them in the kernels' accumulator order, an element at
+// a time behind its bounds check, waited out one L2 round trip an element.
+template <bool kScaled, typename T, typename Out>
+__device__ __forceinline__ void add_splits(const Args<T, Out>& a, Tile tile) {
+  const size_t MN = size_t(a.M) * a.N;
+  const int cols = min(tile.cols, a.N - tile.n0);
+  const int count = min(tile.rows, a.M - tile.m0) * cols;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+    const int n = tile.n0 + i % cols;
+    const size_t at = size_t(tile.m0 + i / cols) * a.N + n;
+    float v = __ldcg(a.partials + at);
+#pragma unroll
+    for (int s = 1; s < kMaxSplits; ++s)
+      if (s < a.splits) v += __ldcg(a.partials + s * MN + at);
+    if constexpr (!kScaled) v *= __ldg(a.scale + n);
+    store(a.y, at, v);
+  }
+}
+
+// The end of `tile` (block blockIdx.x's) for split `split`: for_each(f) calls f(m, n, float& v)
+// on each of the thread's sums inside [M, N]. Unsplit, the sums are scaled by the row's scale
+// (unless kScaled: already scaled, per group or by the kernel) and stored. Split, each block writes
+// its sums to the workspace; the last block of the tile to finish (an atomic count a tile) adds
+// them (add_splits) and sets the count back to zero for the next call.
 template <bool kScaled, typename T, typename Out, typename ForEach>
-__device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, ForEach&& for_each) {
+__device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Tile tile,
+                                            ForEach&& for_each) {
   __shared__ int last_block;
   if (a.splits > 1) {
     const size_t MN = size_t(a.M) * a.N;
@@ -69,17 +99,14 @@ __device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Fo
         [&](int m, int n, float& v) { __stcg(a.partials + split * MN + size_t(m) * a.N + n, v); });
     __threadfence();  // this block's sums are visible before its count
     __syncthreads();
-    const int tile = blockIdx.x;
-    if (threadIdx.x == 0) last_block = atomicAdd(a.counters + tile, 1) == a.splits - 1;
+    const int counter = blockIdx.x;
+    if (threadIdx.x == 0) last_block = atomicAdd(a.counters + counter, 1) == a.splits - 1;
     __syncthreads();
     if (!last_block) return;
     __threadfence();
-    for_each([&](int m, int n, float& v) {
-      const size_t i = size_t(m) * a.N + n;
-      v = __ldcg(a.partials + i);
-      for (int s = 1; s < a.splits; ++s) v += __ldcg(a.partials + s * MN + i);
-    });
-    if (threadIdx.x == 0) a.counters[tile] = 0;  // every other block of the tile has counted
+    add_splits<kScaled>(a, tile);
+    if (threadIdx.x == 0) a.counters[counter] = 0;  // every other block of the tile has counted
+    return;
   }
   // The row scales in a pass of their own: with no store to y between them the loads issue
   // together (with one before each, every load waited for the stores before it).

@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
       }
     }
   };
-  byte_gemm::finish_tile<kGrouped>(a, split, for_each);
+  byte_gemm::finish_tile<kGrouped>(a, split, {m0, C::kRowsM, n0, C::kRowsN}, for_each);
 }
 
 template <typename C, typename T, typename W, typename Out>

@@ -179,7 +179,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (m < a.M && n < a.N) f(m, n, acc[4 * j + e]);
       }
   };
-  finish_tile<false>(a, split, for_each);
+  const Tile tile{m0, C::kRowsM, n0, kRowsN};
+  if (a.splits > 1) return finish_tile<false>(a, split, tile, for_each);
+  // Unsplit: the row scales multiply the sums in registers (the thread's two rows, clamped to N:
+  // no branch around the loads), then the store.
+  if (consumer) {
+    const float scale[2] = {__ldg(a.scale + min(n_first, a.N - 1)),
+                            __ldg(a.scale + min(n_first + 8, a.N - 1))};
+#pragma unroll
+    for (int i = 0; i < C::kRowsM / 2; ++i) acc[i] *= scale[(i % 4) >> 1];  // i = 4j + e
+  }
+  finish_tile<true>(a, split, tile, for_each);
 }
 
 template <typename C, typename T, typename W, typename Out>

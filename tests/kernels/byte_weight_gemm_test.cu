@@ -11,8 +11,8 @@
 //    on Hopper);
 //  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
 //    shapes whose K holds whole groups;
-//  - K not a multiple of 16, groups of under 64 columns, weights in T and a bias are refused, not
-//    misread or dropped.
+//  - K not a multiple of 16, groups of under 64 columns, weights in T, a bias, a tile that does
+//    not exist and a split limit past 1-8 are refused, not misread or dropped.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -166,6 +166,11 @@ TYPED_TEST(ByteWeightGemm, RefusesWhatItCannotRead) {
   Options no_such_tile;
   no_such_tile.wgmma_rows_m = 64, no_such_tile.wgmma_rows_n = 256;
   EXPECT_THROW(kc::ByteWeightGemm{no_such_tile}, std::invalid_argument);
+  for (const int splits : {0, 9}) {
+    Options bad_splits;
+    bad_splits.max_splits = splits;
+    EXPECT_THROW(kc::ByteWeightGemm{bad_splits}, std::invalid_argument) << splits << " splits";
+  }
   EXPECT_FALSE(kc::ByteWeightGemm::supported(40));
   EXPECT_TRUE(kc::ByteWeightGemm::supported(48));
   Dev<T> x(16 * 48), y(16 * 8), bias(8), dense(8 * 48);
