@@ -39,13 +39,13 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/gpu_properties.h"
 #include "kernels/cuda/attention_decode_common.cuh"
 #include "kernels/cuda/attention_decode_mma.cuh"
 #include "kernels/cuda/cp_async.cuh"
@@ -197,30 +197,6 @@ struct Split {
   bool warp;  // decode_warp_kernel (splits merged in a cluster, no workspace)
 };
 
-// What the split plan needs of the current GPU, asked once per device (ranks' threads share it):
-// whether it launches thread-block clusters (sm_90 and later; before it the warp kernel runs one
-// split a (token, KV head): correct, fewer CTAs for short batches), and its shared memory an SM.
-struct DeviceLimits {
-  bool clusters = false;
-  int smem_per_sm = 0;
-};
-DeviceLimits current_device_limits() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> major[kMaxDevices] = {};  // 0: not asked yet
-  static std::atomic<int> smem[kMaxDevices] = {};
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device < 0 || device >= kMaxDevices) return {};
-  if (major[device].load() == 0) {
-    int m = 0, bytes = 0;
-    cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
-    smem[device].store(bytes);
-    major[device].store(m);
-  }
-  return {major[device].load() >= 9, smem[device].load()};
-}
-
 // decode_warp_kernel's dynamic shared memory for a cache element of `cache_bytes` bytes: one K
 // and one V tile of kTileKeys padded rows per warp (Tile::kRow = D + 16 / cache_bytes).
 constexpr int warp_smem_bytes(int head_dim, int cache_bytes) {
@@ -247,7 +223,7 @@ Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, i
     s.warp = true;
     s.head_chunks = 1;
     s.heads_per_cta = group;
-    const DeviceLimits gpu = current_device_limits();
+    const GpuProperties& gpu = current_gpu();
     const long base = long(std::max(tokens, 1)) * kv_heads;
     const int chunks = (ctx + kTileKeys - 1) / kTileKeys;
     const bool one_cta_an_sm = 2 * warp_smem_bytes(head_dim, cache_bytes) > gpu.smem_per_sm;
@@ -255,7 +231,9 @@ Split plan(int tokens, int heads, int kv_heads, int head_dim, int max_context, i
     splits = int(std::min<long>(max_cluster, (kWarpTargetCtas + base - 1) / base));
     splits = std::min(splits, (chunks + kWarps - 1) / kWarps);
     while (splits & (splits - 1)) splits &= splits - 1;  // cluster sizes 1, 2, 4, 8 (16)
-    if (!gpu.clusters) splits = 1;
+    // Thread-block clusters need sm_90; before it the warp kernel runs one split a (token, KV
+    // head): correct, fewer CTAs for short batches.
+    if (gpu.major < 9) splits = 1;
   } else {
     const int max_per_cta = std::max(1, kMaxHeadDims / head_dim);
     s.head_chunks = (group + max_per_cta - 1) / max_per_cta;

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/gpu_properties.h"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
 #include "kernels/cuda/kv_types.cuh"
@@ -415,11 +416,8 @@ void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
   } else {
     // 128-row tiles when they still give >= 2 CTAs per SM (H100, 4096-token prompt: 182 vs 155
     // TFLOP/s), 64-row tiles for short prompts (512 tokens: 35 vs 41 us).
-    int device = 0, sms = 132;
-    if (cudaGetDevice(&device) == cudaSuccess)
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     const long ctas_wide = long((max_q_len + 127) / 128) * heads * num_seqs;
-    if (ctas_wide >= 2L * sms)
+    if (ctas_wide >= 2L * current_gpu().sms)
       run(std::integral_constant<int, 2>{});
     else
       run(std::integral_constant<int, 1>{});

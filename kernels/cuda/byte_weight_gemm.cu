@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/byte_weight_gemm.h"
+#include "kernels/gpu_properties.h"
 #include "kernels/cuda/byte_weight_gemm.cuh"
 #include "kernels/cuda/kv_types.cuh"
 
@@ -30,13 +31,11 @@ ByteWeightGemm::ByteWeightGemm(const Options& options)
     throw std::invalid_argument(
         "byte-weight GEMM: no wgmma tile of " + std::to_string(forced.rows_m) + " x " +
         std::to_string(forced.rows_n) + " x rows by weight rows (64 x 128 or 128 x 128)");
-  int dev = 0, major = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  hopper_ = major == 9;
-  if (e == cudaSuccess && partial_floats_ > 0)
-    e = cudaMalloc(&partials_, partial_floats_ * sizeof(float));
+  const GpuProperties& gpu = current_gpu();
+  sms_ = gpu.sms;
+  hopper_ = gpu.hopper();
+  cudaError_t e = cudaSuccess;
+  if (partial_floats_ > 0) e = cudaMalloc(&partials_, partial_floats_ * sizeof(float));
   if (e == cudaSuccess) e = cudaMalloc(&counters_, byte_gemm::kMaxSplitTiles * sizeof(int));
   if (e == cudaSuccess) e = cudaMemset(counters_, 0, byte_gemm::kMaxSplitTiles * sizeof(int));
   if (e != cudaSuccess) {

@@ -70,6 +70,7 @@
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/rotary.cuh"
+#include "kernels/gpu_properties.h"
 #include "kernels/gemm.h"
 
 namespace lmx::kernels::cuda {
@@ -652,16 +653,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 template <typename T, typename W, typename Epilogue, bool kNormInput, bool kGrouped>
 int grid_for(int tiles) {
   static const int resident = [] {
-    int dev = 0, sms = 0, per_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &per_sm, skinny_kernel<T, W, Epilogue, kNormInput, kGrouped>, kThreads,
             ring_bytes<W, kGrouped>()) != cudaSuccess) {
       (void)cudaGetLastError();  // clear it: the launch reports a broken device
-      sms = 132, per_sm = kMinBlocks;
+      per_sm = kMinBlocks;
     }
-    return std::max(1, sms) * std::clamp(per_sm, 1, kGridBlocksPerSm);
+    return current_gpu().sms * std::clamp(per_sm, 1, kGridBlocksPerSm);
   }();
   const int rounds = (tiles + resident - 1) / resident;
   return (tiles + rounds - 1) / rounds;

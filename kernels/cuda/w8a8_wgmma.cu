@@ -28,6 +28,7 @@
 #include "kernels/cuda/tile_order.cuh"
 #include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
+#include "kernels/gpu_properties.h"
 #include "kernels/w8a8.h"
 
 namespace lmx::kernels::cuda {
@@ -181,30 +182,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// SMs of the current device: the persistent grid.
-int device_sms() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
-      throw std::runtime_error("W8A8 wgmma GEMM: cannot read the GPU's SM count");
-    return n;
-  }();
-  return sms;
-}
-
-bool hopper_device() {
-  int dev = 0, major = 0;
-  return cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         major == 9;
-}
-
 }  // namespace
 
 bool w8a8_wgmma_supported(int K) {
-  static const bool hopper = hopper_device();
-  return hopper && K > 0 && K % 16 == 0;
+  return current_gpu().hopper() && K > 0 && K % 16 == 0;
 }
 
 template <typename T>
@@ -218,7 +199,7 @@ void w8a8_wgmma_gemm(const int8_t* xq, const int8_t* wq, const float* xs, const 
   const CUtensorMap w_map = tma::byte_matrix_map(wq, N, K, kRowsN);
   const int tiles_m = (M + kRowsM - 1) / kRowsM, tiles_n = (N + kRowsN - 1) / kRowsN;
   cudaFuncSetAttribute(w8a8_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  const int blocks = std::min(tiles_m * tiles_n, device_sms());
+  const int blocks = std::min(tiles_m * tiles_n, current_gpu().sms);  // persistent
   w8a8_wgmma_kernel<T><<<blocks, kThreads, kSmem, stream>>>(x_map, w_map, xs, ws, y, M, N, K,
                                                              tiles_m, tiles_n);
 }

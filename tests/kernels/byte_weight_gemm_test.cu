@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/byte_weight_gemm.h"
+#include "kernels/gpu_properties.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/quantized_weights.h"
 
@@ -63,12 +64,7 @@ std::vector<std::pair<std::string, Options>> kernel_choices() {
           {"wgmma 128x128", wg128x128}};
 }
 
-bool hopper() {
-  int dev = 0, major = 0;
-  return cudaGetDevice(&dev) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-         major == 9;
-}
+bool hopper() { return kc::current_gpu().hopper(); }
 
 template <typename C>
 class ByteWeightGemm : public ::testing::Test {};

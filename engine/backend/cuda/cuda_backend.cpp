@@ -35,6 +35,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/gpu_properties.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
 #include "kernels/quantize.h"
@@ -1261,10 +1262,10 @@ class CudaBackend final : public Backend {
 // capability 8.9 (L4, L40) and later. Checked before any weight is loaded.
 void require_fp8_tensor_cores(bool fp8_weights) {
   if (!fp8_weights) return;
-  int device = 0, major = 0, minor = 0;
+  int device = 0;
   LMX_CUDA_CHECK(cudaGetDevice(&device));
-  LMX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  LMX_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const auto& gpu = k::current_gpu();
+  const int major = gpu.major, minor = gpu.minor;
   if (major * 10 + minor < 89)
     throw_error(
         "fp8 weights (option.quantize=fp8 or an fp8 checkpoint) need FP8 tensor cores (compute "

@@ -8,8 +8,10 @@
 namespace lmx {
 
 std::string cuda_device_name() {
+  int device = 0;
+  LMX_CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp p{};
-  LMX_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  LMX_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
   return p.name;
 }
 
