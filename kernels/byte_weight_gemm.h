@@ -39,7 +39,9 @@ class ByteWeightGemm {
     // the fix-up's reads and its serial tail; bench/RESULTS.md).
     size_t workspace_bytes = 16u << 20;
     int blocks_per_sm = 1;
-    int max_splits = 8;  // blocks a tile's K is split over, at most: 1 (never split) to 8
+    // Blocks a tile's K is split over, for benchmarks and tests: 0, as planned; 1 (never) to 8,
+    // that many (fewer where K has fewer stages or the workspace is too small; plan() says).
+    int splits = 0;
     // mma.sync kernel: x rows a tile, the smallest of 8, 16, 32 and 64 that holds M, at most
     // `max_tile_rows` (more rows take several tiles).
     int max_tile_rows = 64;

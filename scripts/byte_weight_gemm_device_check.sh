@@ -8,7 +8,8 @@
 #           128 and prefills of 512 / 4096), then Llama-3-8B bf16 and dynamic_int8 (batches 1, 32);
 #   parity  DynamicInt8MatchesCpuInt8 (every fixture, CUDA against the CPU int8 backend);
 #   splits  (not by default) the benchmark at 32 and 128 rows with the split target at 1, 2, 3
-#           and 4 blocks an SM;
+#           and 4 blocks an SM (mma.sync), then o and down at 64, 128 and 256 rows with K split
+#           1, 2 and 4 ways (--splits; the wgmma tiles);
 #   tiles   (not by default) the benchmark at 64, 128 and 256 rows with x-row tiles of at most 32,
 #           64 and 128 rows.
 #   rotate  (not by default) the benchmark at $BENCH_ROWS rows without and with each block
@@ -43,6 +44,14 @@ if [[ " $steps " == *" splits "* ]]; then
     step "lmx_bench_byte_weight_gemm --blocks-per-sm $b"
     timeout "$(limit 60)" build-gpu/bin/lmx_bench_byte_weight_gemm --rows 32,128 --blocks-per-sm "$b" \
       2>&1 | tee "$out/splits_$b.txt" | sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/\| fp16.*\| int8/| int8/; s/\| e4m3.*//'
+  done
+  for shape in o_proj down; do
+    for n in 1 2 4; do
+      step "lmx_bench_byte_weight_gemm --shape $shape --splits $n"
+      timeout "$(limit 60)" build-gpu/bin/lmx_bench_byte_weight_gemm --rows 64,128,256 --shape "$shape" \
+        --splits "$n" 2>&1 | tee "$out/splits_${shape}_$n.txt" |
+        sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/\| dequant[^|]*//; s/\| e4m3.*//'
+    done
   done
 fi
 if [[ " $steps " == *" tiles "* ]]; then

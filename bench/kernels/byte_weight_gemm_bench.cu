@@ -11,8 +11,8 @@
 // around 20 rounds after a warm-up), TFLOP/s (2 M N K / time), the weights' GB/s (their bytes /
 // time) and the speed-up over fp16.
 // Usage: lmx_bench_byte_weight_gemm [--rows 16,32,64,128,512,4096] [--shape NAME]
-//        [--blocks-per-sm B] [--max-splits S] [--max-tile-rows R] (ByteWeightGemm's split target,
-//        its most splits of K, the mma.sync tile cap)
+//        [--blocks-per-sm B] [--splits S] [--max-tile-rows R] (ByteWeightGemm's split target,
+//        S splits of K instead of the planned, the mma.sync tile cap)
 //        [--wgmma-min-rows R] [--wgmma-tile MxN] (where the wgmma kernel starts; its tile)
 //        [--no-rotate] (every block walks K from its start: Options::rotate_k off)
 // The int8 column is what ByteWeightGemm plans (wgmma from 64 rows on Hopper), "int8 mma.sync"
@@ -181,8 +181,8 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (!std::strcmp(argv[i], "--blocks-per-sm") && i + 1 < argc) {
       options.blocks_per_sm = std::atoi(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--max-splits") && i + 1 < argc) {
-      options.max_splits = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) {
+      options.splits = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--max-tile-rows") && i + 1 < argc) {
       options.max_tile_rows = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--no-rotate")) {
@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: lmx_bench_byte_weight_gemm [--rows 16,32,...] [--shape qkv|gate_up|"
-                   "down|o_proj|lm_head] [--blocks-per-sm B] [--max-splits S] [--max-tile-rows R] "
+                   "down|o_proj|lm_head] [--blocks-per-sm B] [--splits S] [--max-tile-rows R] "
                    "[--wgmma-min-rows R] [--wgmma-tile MxN] [--no-rotate]\n");
       return 2;
     }

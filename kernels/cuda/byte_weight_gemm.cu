@@ -21,10 +21,10 @@ namespace lmx::kernels::cuda {
 ByteWeightGemm::ByteWeightGemm(const Options& options)
     : options_(options), partial_floats_(options.workspace_bytes / sizeof(float)) {
   options_.blocks_per_sm = std::max(1, options_.blocks_per_sm);
-  if (options_.max_splits < 1 || options_.max_splits > byte_gemm::kMaxSplits)
-    throw std::invalid_argument("byte-weight GEMM: max_splits must be 1 to " +
+  if (options_.splits < 0 || options_.splits > byte_gemm::kMaxSplits)
+    throw std::invalid_argument("byte-weight GEMM: splits must be 0 (planned) to " +
                                 std::to_string(byte_gemm::kMaxSplits) + " (got " +
-                                std::to_string(options_.max_splits) + ")");
+                                std::to_string(options_.splits) + ")");
   options_.max_tile_rows = std::max(1, options_.max_tile_rows);
   const byte_gemm::WgmmaShape forced{options_.wgmma_rows_m, options_.wgmma_rows_n};
   if ((forced.rows_m != 0 || forced.rows_n != 0) && !byte_gemm::wgmma_shape_exists(forced))
@@ -88,15 +88,19 @@ ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) con
   }
   p.tiles_m = (M + p.rows_per_tile - 1) / p.rows_per_tile;
   p.tiles_n = (N + p.weight_rows_per_tile - 1) / p.weight_rows_per_tile;
-  // Few tiles split K until the grid has blocks_per_sm blocks an SM (wgmma: one).
+  // Few tiles split K until the grid has blocks_per_sm blocks an SM (wgmma: one); or
+  // options.splits. Never more than the workspace holds.
   int splits = 1;
-  const bool splittable = !p.wgmma || p.rows_per_tile <= 64;
-  if (splittable && p.tiles() <= byte_gemm::kMaxSplitTiles) {
-    const int blocks_per_sm = p.wgmma ? 1 : options_.blocks_per_sm;
-    const int target = std::max(1, sms_) * blocks_per_sm;
-    const int min_stages = p.wgmma ? kWgmmaMinStagesPerSplit : kMinStagesPerSplit;
-    splits =
-        std::min({target / std::max(1, p.tiles()), options_.max_splits, stages / min_stages});
+  if (p.tiles() <= byte_gemm::kMaxSplitTiles) {
+    if (options_.splits > 0) {
+      splits = options_.splits;
+    } else if (!p.wgmma || p.rows_per_tile <= 64) {
+      const int blocks_per_sm = p.wgmma ? 1 : options_.blocks_per_sm;
+      const int target = std::max(1, sms_) * blocks_per_sm;
+      const int min_stages = p.wgmma ? kWgmmaMinStagesPerSplit : kMinStagesPerSplit;
+      splits = std::min({target / std::max(1, p.tiles()), byte_gemm::kMaxSplits,
+                         stages / min_stages});
+    }
     while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
     splits = std::max(1, splits);
   }

@@ -2,7 +2,7 @@
 // fp16 and bf16 activations, against the weights-only reference (tests/kernels/quantized_weights.h):
 //  - both kernels: mma.sync at every block shape (x rows <= 8, 16, 32, 64, more) and, on Hopper,
 //    wgmma at each of its tiles (64 x 128 and 128 x 128 x rows by weight rows, made to run from
-//    one row), at odd M, N and K (boxes of the TMA partly and wholly past the matrix), a K split
+//    one row; unsplit and with K split 2 and 3 ways), at odd M, N and K (boxes of the TMA partly and wholly past the matrix), a K split
 //    over several blocks, more than 8 x-row tiles: within one rounding to T (fp32 out: 2e-5);
 //  - on Hopper the plan takes wgmma from 64 rows (scales one a row), mma.sync below and for
 //    grouped scales; few tiles split K (wgmma's 128-row tiles never);
@@ -12,7 +12,7 @@
 //  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
 //    shapes whose K holds whole groups;
 //  - K not a multiple of 16, groups of under 64 columns, weights in T, a bias, a tile that does
-//    not exist and a split limit past 1-8 are refused, not misread or dropped.
+//    not exist and a split count past 0-8 are refused, not misread or dropped.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -57,11 +57,15 @@ std::vector<std::pair<std::string, Options>> kernel_choices() {
   for (auto* o : {&wg64x128, &wg128x128}) o->wgmma_min_rows = 1;
   wg64x128.wgmma_rows_m = 64, wg64x128.wgmma_rows_n = 128;
   wg128x128.wgmma_rows_m = 128, wg128x128.wgmma_rows_n = 128;
+  Options wg64x128_split = wg64x128, wg128x128_split = wg128x128;  // K split wherever it has stages
+  wg64x128_split.splits = 2, wg128x128_split.splits = 3;
   return {{"planned", planned},
           {"planned, every block from k = 0", unrotated},
           {"mma.sync", mma_only},
           {"wgmma 64x128", wg64x128},
-          {"wgmma 128x128", wg128x128}};
+          {"wgmma 128x128", wg128x128},
+          {"wgmma 64x128, 2 splits", wg64x128_split},
+          {"wgmma 128x128, 3 splits", wg128x128_split}};
 }
 
 bool hopper() { return kc::current_gpu().hopper(); }
@@ -162,9 +166,9 @@ TYPED_TEST(ByteWeightGemm, RefusesWhatItCannotRead) {
   Options no_such_tile;
   no_such_tile.wgmma_rows_m = 64, no_such_tile.wgmma_rows_n = 256;
   EXPECT_THROW(kc::ByteWeightGemm{no_such_tile}, std::invalid_argument);
-  for (const int splits : {0, 9}) {
+  for (const int splits : {-1, 9}) {
     Options bad_splits;
-    bad_splits.max_splits = splits;
+    bad_splits.splits = splits;
     EXPECT_THROW(kc::ByteWeightGemm{bad_splits}, std::invalid_argument) << splits << " splits";
   }
   EXPECT_FALSE(kc::ByteWeightGemm::supported(40));
