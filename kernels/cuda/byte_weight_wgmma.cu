@@ -18,7 +18,8 @@
 //   issues 8 wgmma of k 16 (64 weight rows x kRowsM x rows, fp32 sums). A stage's fragments are
 //   widened while the stage before is multiplied (two register sets); a slot goes back to the
 //   producer once both warpgroups' products of it are done.
-// The end of a tile (split sums, the row scales, the store) is byte_weight_gemm.cuh's.
+// The end of a tile: unsplit, the row scales multiply the sums in registers and byte_weight_gemm.cuh
+// stores them; split, byte_weight_gemm.cuh's (the sums through the workspace, scaled once added).
 // Not taken here: grouped scales (the wgmma sums run over the whole K; the mma.sync kernel
 // scales each 64-k group's sums).
 #include <cuda_bf16.h>
