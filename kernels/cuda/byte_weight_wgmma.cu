@@ -67,8 +67,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                              const __grid_constant__ CUtensorMap w_map, const Args<T, Out> a) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[C::kStages], empty[C::kStages];
-  unsigned char* const x_slots = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* const x_slots = tma::align_1024(smem_raw);
   unsigned char* const w_slots = x_slots + C::kStages * C::kXBytes;
   int tile_m, tile_n;
   tile_of(blockIdx.x, a.tiles_m, a.tiles_n, tile_m, tile_n);

@@ -22,6 +22,14 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The first 1024-byte-aligned byte of the dynamic shared memory `raw` (tiles in the 128-byte
+// swizzle start 1024-aligned: the swizzle is computed from addresses). An offset from `raw`
+// itself, not an integer cast back to a pointer: the compiler then still knows the result is
+// shared memory (ld.shared with 32-bit addresses, not generic loads with 64-bit arithmetic).
+__device__ __forceinline__ unsigned char* align_1024(unsigned char* raw) {
+  return raw + ((1024u - (shared_address(raw) & 1023u)) & 1023u);
+}
+
 // `count` arrivals complete a phase of `bar` (plus, per phase, the bytes announced to it).
 __device__ __forceinline__ void barrier_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count)

@@ -107,8 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       int tiles_m, int tiles_n) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
-  unsigned char* const x_slots = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* const x_slots = tma::align_1024(smem_raw);
   unsigned char* const w_slots = x_slots + kStages * kXBytes;
   const int stages = (K + kStageK - 1) / kStageK;
   // The block's tiles: blockIdx.x, + gridDim.x, ... (its i-th: tile blockIdx.x + i gridDim.x).
