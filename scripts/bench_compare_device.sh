@@ -11,9 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench-out}
 mkdir -p "$out"
-configure() {  # src dir, build dir
+configure() {  # src dir, build dir (build-gpu with gpu_tests.sh's flags: chained, built once)
   local extra=()
   [[ -d $PWD/.devdeps ]] && extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
+  [[ $(basename "$2") == build-gpu ]] && extra+=(-DLMX_WERROR=ON)
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a "${extra[@]}" >"$out/configure-$(basename "$2").log" 2>&1
 }

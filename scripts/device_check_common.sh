@@ -26,10 +26,14 @@ build_gpu() {
   source scripts/unpack_device_deps.sh
   [[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; return 1; }
 }
-configure_tree() {  # source tree, build dir: a Release sm_90a configure, its log in $out
+# A Release sm_90a configure of source tree $1 into build dir $2, its log in $out. build-gpu (the
+# working tree) gets gpu_tests.sh's flags (warnings as errors): a call that runs both builds once.
+configure_tree() {
+  local werror=()
+  [[ $(basename "$2") == build-gpu ]] && werror=(-DLMX_WERROR=ON)
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON \
-    >"$out/configure-$(basename "$2").log" 2>&1
+    "${werror[@]}" >"$out/configure-$(basename "$2").log" 2>&1
 }
 build_base() {
   configure_tree "${BASE_SRC:-.cache/base-src}" build-base &&

@@ -14,7 +14,8 @@ if [[ -z ${SKIP_BUILD:-} ]]; then
   extra=()
   [[ -d .devdeps ]] && extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a "${extra[@]}" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_WERROR=ON "${extra[@]}" >"$out/configure.log" 2>&1 ||
+    { tail -30 "$out/configure.log"; exit 1; }
   ninja -C build-gpu lmx >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 fi
 shape=${PROFILE_SHAPE:-llama-2-7b}
