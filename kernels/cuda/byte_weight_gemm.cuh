@@ -114,14 +114,15 @@ __device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Ti
   for_each([&](int m, int n, float& v) { store(a.y, size_t(m) * a.N + n, v); });
 }
 
-// Launches kernel(args) over the plan's grid (a block a tile along x, a split of K along y) with
-// `smem` bytes of dynamic shared memory, raised on every launch (cheap, allowed during graph
-// capture).
-template <typename T, typename Out>
-void launch_tiles(void (*kernel)(Args<T, Out>), int threads, int smem, const Args<T, Out>& args,
-                  cudaStream_t stream) {
+// Launches kernel(lead..., args) over the plan's grid (a block a tile along x, a split of K along
+// y: finish_tile counts a tile's splits by blockIdx.x) with `smem` bytes of dynamic shared memory,
+// raised on every launch (cheap, allowed during graph capture). `lead`: what a kernel takes
+// before its Args (the wgmma kernel's TMA maps).
+template <typename Kernel, typename T, typename Out, typename... Lead>
+void launch_tiles(Kernel kernel, int threads, int smem, const Args<T, Out>& args,
+                  cudaStream_t stream, const Lead&... lead) {
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), threads, smem, stream>>>(args);
+  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), threads, smem, stream>>>(lead..., args);
 }
 
 // Explicit instantiations of a kernel's launcher, name(const Args<T, Out>&, Choice, cudaStream_t)

@@ -18,8 +18,9 @@
 //   issues 8 wgmma of k 16 (64 weight rows x kRowsM x rows, fp32 sums). A stage's fragments are
 //   widened while the stage before is multiplied (two register sets); a slot goes back to the
 //   producer once both warpgroups' products of it are done.
-// The end of a tile: unsplit, the row scales multiply the sums in registers and byte_weight_gemm.cuh
-// stores them; split, byte_weight_gemm.cuh's (the sums through the workspace, scaled once added).
+// The end of a tile: unsplit, the row scales multiply the sums in registers and
+// byte_weight_gemm.cuh stores them; split, byte_weight_gemm.cuh's (the sums through the
+// workspace, scaled once added).
 // Not taken here: grouped scales (the wgmma sums run over the whole K; the mma.sync kernel
 // scales each 64-k group's sums).
 #include <cuda_bf16.h>
@@ -197,10 +198,8 @@ void launch(const Args<T, Out>& args, cudaStream_t stream) {
   // x as a byte matrix [M, 2K]; a box is 128 bytes (64 k) of kRowsM rows.
   const CUtensorMap x_map = tma::byte_matrix_map(args.x, args.M, 2 * args.K, C::kRowsM);
   const CUtensorMap w_map = tma::byte_matrix_map(args.q, args.N, args.K, kRowsN);
-  auto* kernel = byte_weight_wgmma_kernel<C, T, W, Out>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
-  kernel<<<dim3(args.tiles_m * args.tiles_n, args.splits), kThreads, C::kSmem, stream>>>(
-      x_map, w_map, args);
+  launch_tiles(byte_weight_wgmma_kernel<C, T, W, Out>, kThreads, C::kSmem, args, stream, x_map,
+               w_map);
 }
 
 // The shapes (x rows x weight rows): 64 x 128 and 128 x 128, one block an SM.

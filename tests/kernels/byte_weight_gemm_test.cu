@@ -2,8 +2,9 @@
 // fp16 and bf16 activations, against the weights-only reference (tests/kernels/quantized_weights.h):
 //  - both kernels: mma.sync at every block shape (x rows <= 8, 16, 32, 64, more) and, on Hopper,
 //    wgmma at each of its tiles (64 x 128 and 128 x 128 x rows by weight rows, made to run from
-//    one row; unsplit and with K split 2 and 3 ways), at odd M, N and K (boxes of the TMA partly and wholly past the matrix), a K split
-//    over several blocks, more than 8 x-row tiles: within one rounding to T (fp32 out: 2e-5);
+//    one row; unsplit and with K split 2 and 3 ways), at odd M, N and K (boxes of the TMA partly
+//    and wholly past the matrix), a K split over several blocks, more than 8 x-row tiles: within
+//    one rounding to T (fp32 out: 2e-5);
 //  - on Hopper the plan takes wgmma from 64 rows (scales one a row), mma.sync below and for
 //    grouped scales; few tiles split K (wgmma's 128-row tiles never);
 //  - a split call gives the same bits every time (its sums are added in split order) and leaves
