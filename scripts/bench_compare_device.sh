@@ -7,26 +7,17 @@
 #     "--shape llama-2-7b --dtype fp16 --batches 1,32,128 --graphs" "--shape gpt-j-6b --graphs"
 # VARIANT_SRC names one more source tree (a variant of the working tree), built into
 # build-variant/ and run after the other two.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-bench-out}
-mkdir -p "$out"
-configure() {  # src dir, build dir (build-gpu with gpu_tests.sh's flags: chained, built once)
-  local extra=()
-  [[ -d $PWD/.devdeps ]] && extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
-  [[ $(basename "$2") == build-gpu ]] && extra+=(-DLMX_WERROR=ON)
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a "${extra[@]}" >"$out/configure-$(basename "$2").log" 2>&1
-}
+source "$(dirname "$0")/device_check_common.sh" bench-out  # configure_tree, $out
+set -e
 [[ -d .devdeps ]] && source scripts/unpack_device_deps.sh
-configure . build-gpu
+configure_tree . build-gpu
 builds=(build-gpu)
 if [[ -n ${BASE_SRC:-} ]]; then
-  configure "$BASE_SRC" build-base
+  configure_tree "$BASE_SRC" build-base
   builds+=(build-base)
 fi
 if [[ -n ${VARIANT_SRC:-} ]]; then
-  configure "$VARIANT_SRC" build-variant
+  configure_tree "$VARIANT_SRC" build-variant
   builds=(build-variant "${builds[@]}")
 fi
 for b in "${builds[@]}"; do ninja -C "$b" lmx >"$out/ninja-$b.log" 2>&1 &

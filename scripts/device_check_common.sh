@@ -1,9 +1,9 @@
-# Sourced by the scripts/*_device_check.sh scripts (one device call each): the repository root as
-# working directory, NVLink multicast off, $out for the logs ($OUT on the device, else the name
-# given), step() to stamp each step with the seconds since the start, ../shared/models from the
-# carried copy, build_gpu TARGETS SECONDS (scripts/gpu_tests.sh's build into build-gpu/, no
-# suite; its log in $out/build.log; returns 1 when lmx was not built), configure_tree SRC BUILD
-# (a Release sm_90a configure of a source tree), build_base (lmx from
+# Sourced by the scripts/*_device_check.sh scripts and bench_compare_device.sh (one device call
+# each): the repository root as working directory, NVLink multicast off, $out for the logs ($OUT
+# on the device, else the name given), step() to stamp each step with the seconds since the
+# start, ../shared/models from the carried copy, build_gpu TARGETS SECONDS (scripts/gpu_tests.sh's
+# build into build-gpu/, no suite; its log in $out/build.log; returns 1 when lmx was not built),
+# configure_tree SRC BUILD (a Release sm_90a configure of a source tree), build_base (lmx from
 # BASE_SRC, an earlier commit's `git archive` carried as .cache/base-src, into build-base/), and
 # limit SECONDS: a step's own time limit, or what is left of the call's CALL_BUDGET (default 570 s,
 # inside the device's 10 minutes) less a margin.
@@ -26,14 +26,15 @@ build_gpu() {
   source scripts/unpack_device_deps.sh
   [[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; return 1; }
 }
-# A Release sm_90a configure of source tree $1 into build dir $2, its log in $out. build-gpu (the
-# working tree) gets gpu_tests.sh's flags (warnings as errors): a call that runs both builds once.
+# A Release sm_90a configure of source tree $1 into build dir $2, its log in $out, against the
+# carried .devdeps when there is one. build-gpu (the working tree) gets gpu_tests.sh's flags
+# (warnings as errors): a call that runs both builds once.
 configure_tree() {
-  local werror=()
-  [[ $(basename "$2") == build-gpu ]] && werror=(-DLMX_WERROR=ON)
+  local extra=()
+  [[ -d $PWD/.devdeps ]] && extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
+  [[ $(basename "$2") == build-gpu ]] && extra+=(-DLMX_WERROR=ON)
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON \
-    "${werror[@]}" >"$out/configure-$(basename "$2").log" 2>&1
+    -DCMAKE_CUDA_ARCHITECTURES=90a "${extra[@]}" >"$out/configure-$(basename "$2").log" 2>&1
 }
 build_base() {
   configure_tree "${BASE_SRC:-.cache/base-src}" build-base &&
