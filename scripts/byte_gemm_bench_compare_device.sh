@@ -32,15 +32,21 @@ timeout "$(limit 150)" build-gpu/bin/lmx_cuda_kernel_tests --gtest_brief=1 --gte
   >"$out/kernels.log" 2>&1
 echo "exit $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is" "$out/kernels.log" | head -20
+IFS=';' read -ra variants <<<"${BENCH_VARIANTS:-${BENCH_ARGS:-}}"
+[[ ${#variants[@]} -gt 0 ]] || variants=("")
 for round in 1 2; do
   for b in "${builds[@]}"; do
-    step "round $round: $b"
-    # shellcheck disable=SC2086
-    timeout "$(limit 90)" "$b/bin/$bench" --rows "${BENCH_ROWS:-64,128,256,512,4096}" \
-      ${BENCH_ARGS:-} >"$out/gemm-$b-$round.txt" 2>&1
-    # name, M, the one-byte kernels' times and their speed-up over fp16 (no fp8 lines)
-    sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/ \[fp16.*//; s/\| dequant[^|]*//; s/\| fp8 W8A8.*//' \
-      "$out/gemm-$b-$round.txt" | grep -vE '\| fp8 '
+    for v in "${variants[@]}"; do
+      step "round $round: $b $v"
+      # shellcheck disable=SC2086
+      timeout "$(limit 90)" "$b/bin/$bench" --rows "${BENCH_ROWS:-64,128,256,512,4096}" $v \
+        >"$out/run.txt" 2>&1
+      cat "$out/run.txt" >>"$out/gemm-$b-$round.txt"
+      # name, M, the one-byte kernels' times and their speed-up over fp16 (no fp8 lines)
+      sed -E 's/ +[0-9]+ TF +[0-9]+ GB\/s//g; s/ \[fp16.*//; s/\| dequant[^|]*//; s/\| fp8 W8A8.*//' "$out/run.txt" |
+        grep -vE '\| fp8 ' || true
+    done
   done
 done
+rm -f "$out/run.txt"
 step end

@@ -51,12 +51,13 @@ ByteWeightGemm::~ByteWeightGemm() {
 
 namespace {
 
-// Stages each split of K covers, at least: mma.sync 4 (of 64 or 128 k). wgmma (128 k a stage):
-// 64-row tiles 24; 128-row tiles never split. Measured (H100, Llama-2-7B shapes, bench/RESULTS.md):
-// down at 64 rows 61 us unsplit, 47 / 44 with 2 / 4 splits, o 27 / 29 / 32; at 128 and 256 rows
-// (128-row tiles) o 31 us unsplit against 49-57 split, down 73 against 82-91.
+// Stages each split of K covers, at least: mma.sync 4 (of 64 or 128 k), wgmma 8 (of 128 k).
+// Measured (H100, Llama-2-7B shapes, int8, bench/RESULTS.md, with add_splits' batched loads): o
+// (32 stages) at 64 / 128 rows 24.9 / 31.5 us unsplit, 17.3 / 22.4 split 4 ways (8 stages each);
+// down (86 stages) 57.0 / 73.0 unsplit, 29.5 / 36.8 split 4 ways, 38.7 / 52.3 split 8 ways (two
+// waves of blocks); at 256 rows (64 tiles) split 2 ways o 31.2 -> 27.0, down 73.8 -> 49.5.
 constexpr int kMinStagesPerSplit = 4;
-constexpr int kWgmmaMinStagesPerSplit = 24;
+constexpr int kWgmmaMinStagesPerSplit = 8;
 
 // The wgmma kernel's tile for an M x N call, or 0 x 0 for the mma.sync kernel: on Hopper, from
 // options.wgmma_min_rows rows, scales one a row; 64 x rows by 128 weight rows up to 64 rows, 128
@@ -93,7 +94,7 @@ ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) con
   if (p.tiles() <= byte_gemm::kMaxSplitTiles) {
     if (options_.splits > 0) {
       splits = options_.splits;
-    } else if (!p.wgmma || p.rows_per_tile <= 64) {
+    } else {
       const int blocks_per_sm = p.wgmma ? 1 : options_.blocks_per_sm;
       const int target = std::max(1, sms_) * blocks_per_sm;
       const int min_stages = p.wgmma ? kWgmmaMinStagesPerSplit : kMinStagesPerSplit;

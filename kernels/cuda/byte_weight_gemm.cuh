@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/tile_order.cuh"
@@ -60,28 +61,97 @@ struct Tile {
   int m0, rows, n0, cols;
 };
 
+// Vectors of the workspace a thread of add_splits has in flight at once (at least one a split).
+inline constexpr int kAddVectorsInFlight = 8;
+
+// y[at .. at + kWidth) = v (kWidth consecutive elements; 4 x Out aligned when kWidth == 4).
+template <int kWidth, typename Out>
+__device__ __forceinline__ void store_vector(Out* y, size_t at, const float (&v)[kWidth]) {
+  if constexpr (kWidth == 1) {
+    store(y, at, v[0]);
+  } else if constexpr (std::is_same_v<Out, float>) {
+    *reinterpret_cast<float4*>(y + at) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    Out o[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[e] = detail::from_f<Out>(v[e]);
+    *reinterpret_cast<uint2*>(y + at) = *reinterpret_cast<const uint2*>(o);
+  }
+}
+
+// v = kWidth fp32 of the workspace at p (16-byte aligned when kWidth == 4), through L2.
+template <int kWidth>
+__device__ __forceinline__ void load_vector(const float* p, float (&v)[kWidth]) {
+  if constexpr (kWidth == 1) {
+    v[0] = __ldcg(p);
+  } else {
+    const float4 q = __ldcg(reinterpret_cast<const float4*>(p));
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  }
+}
+
+// add_splits for kSplits splits, over vectors of kWidth consecutive columns (kWidth divides cols
+// and N): a thread loads a batch of vectors from every split (no branch between the loads, so
+// they are all in flight together), then adds them in split order, scales and stores them.
+template <int kSplits, int kWidth, bool kScaled, typename T, typename Out>
+__device__ __forceinline__ void add_split_vectors(const Args<T, Out>& a, Tile tile, int rows,
+                                                  int cols) {
+  constexpr int kBatch = kSplits < kAddVectorsInFlight ? kAddVectorsInFlight / kSplits : 1;
+  const size_t MN = size_t(a.M) * a.N;
+  const int per_row = cols / kWidth, count = rows * per_row;
+  for (int first = threadIdx.x; first < count; first += kBatch * blockDim.x) {
+    size_t at[kBatch];
+    float v[kSplits][kBatch][kWidth];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {  // past the tile: the batch's first vector again, unused
+      const int i = first + b * blockDim.x < count ? first + b * blockDim.x : first;
+      at[b] = size_t(tile.m0 + i / per_row) * a.N + tile.n0 + i % per_row * kWidth;
+    }
+#pragma unroll
+    for (int s = 0; s < kSplits; ++s)
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) load_vector<kWidth>(a.partials + s * MN + at[b], v[s][b]);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (first + b * blockDim.x >= count) break;
+#pragma unroll
+      for (int s = 1; s < kSplits; ++s)
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) v[0][b][e] += v[s][b][e];
+      if constexpr (!kScaled) {
+        const size_t n = at[b] % a.N;
+#pragma unroll
+        for (int e = 0; e < kWidth; ++e) v[0][b][e] *= __ldg(a.scale + n + e);
+      }
+      store_vector<kWidth>(a.y, at[b], v[0][b]);
+    }
+  }
+}
+
+// add_split_vectors for the call's split count (2 .. kMaxSplits).
+template <int kWidth, bool kScaled, typename T, typename Out, int... S>
+__device__ __forceinline__ void add_split_vectors_of(const Args<T, Out>& a, Tile tile, int rows,
+                                                     int cols, std::integer_sequence<int, S...>) {
+  ((a.splits == S + 2 ? add_split_vectors<S + 2, kWidth, kScaled>(a, tile, rows, cols) : void()),
+   ...);
+}
+
 // The last block of a split tile: every split's sums of `tile` added in split order (each from the
 // workspace, the same fp32 adds whichever block came last), scaled by the row's scale (unless
-// kScaled) and stored. The block's threads take the tile's elements in row-major order (each warp
-// reads and writes whole lines) with no branch around a load, so the loads of several elements
-// and splits are in flight at once: reading them in the kernels' accumulator order, an element at
-// a time behind its bounds check, waited out one L2 round trip an element.
+// kScaled) and stored. The block's threads take the tile in row-major order, 4 columns at a time
+// where rows and y allow 16-byte loads (N % 4 == 0, y aligned), a batch of them a thread with every
+// split's loads in flight at once: with one element at a time, its adds and store before the next
+// element's loads, a tile waited out an L2 round trip an element (the likely cause of split
+// 128-row tiles staying slower than unsplit ones: bench/RESULTS.md).
 template <bool kScaled, typename T, typename Out>
 __device__ __forceinline__ void add_splits(const Args<T, Out>& a, Tile tile) {
-  const size_t MN = size_t(a.M) * a.N;
-  const int cols = min(tile.cols, a.N - tile.n0);
-  const int count = min(tile.rows, a.M - tile.m0) * cols;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < count; i += blockDim.x) {
-    const int n = tile.n0 + i % cols;
-    const size_t at = size_t(tile.m0 + i / cols) * a.N + n;
-    float v = __ldcg(a.partials + at);
-#pragma unroll
-    for (int s = 1; s < kMaxSplits; ++s)
-      if (s < a.splits) v += __ldcg(a.partials + s * MN + at);
-    if constexpr (!kScaled) v *= __ldg(a.scale + n);
-    store(a.y, at, v);
-  }
+  const int rows = min(tile.rows, a.M - tile.m0), cols = min(tile.cols, a.N - tile.n0);
+  const bool vectors = a.N % 4 == 0 && reinterpret_cast<uintptr_t>(a.y) % (4 * sizeof(Out)) == 0;
+  constexpr auto splits = std::make_integer_sequence<int, kMaxSplits - 1>{};
+  if (vectors)
+    add_split_vectors_of<4, kScaled>(a, tile, rows, cols, splits);
+  else
+    add_split_vectors_of<1, kScaled>(a, tile, rows, cols, splits);
 }
 
 // The end of `tile` (block blockIdx.x's) for split `split`: for_each(f) calls f(m, n, float& v)

@@ -6,10 +6,10 @@
 //    and wholly past the matrix), a K split over several blocks, more than 8 x-row tiles: within
 //    one rounding to T (fp32 out: 2e-5);
 //  - on Hopper the plan takes wgmma from 64 rows (scales one a row), mma.sync below and for
-//    grouped scales; few tiles split K (wgmma's 128-row tiles never);
+//    grouped scales; few tiles split K (wgmma: 8 stages a split at least);
 //  - a split call gives the same bits every time (its sums are added in split order) and leaves
-//    its tile counts at zero for the next call (mma.sync at 32-row tiles, wgmma's 64-row tiles
-//    on Hopper);
+//    its tile counts at zero for the next call (mma.sync at 32-row tiles, wgmma's 64 and 128-row
+//    tiles on Hopper);
 //  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
 //    shapes whose K holds whole groups;
 //  - K not a multiple of 16, groups of under 64 columns, weights in T, a bias, a tile that does
@@ -17,6 +17,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <stdexcept>
@@ -123,14 +124,19 @@ TYPED_TEST(ByteWeightGemm, HopperTakesWgmmaFromSixtyFourRowsAndFewTilesSplitK) {
       EXPECT_EQ(plan.splits, 1) << M << " rows";
     }
   }
-  // Few tiles: 64-row wgmma tiles and mma.sync split K (down at 64 rows: 32 tiles), 128-row
-  // wgmma tiles never do (they ran 1.1-1.8x slower split).
-  const auto narrow = gemm.plan(64, 4096, 11008, grouped);
-  EXPECT_EQ(narrow.wgmma, hopper() && !grouped);
-  EXPECT_GT(narrow.splits, 1);
-  const auto wide_rows = gemm.plan(128, 4096, 11008, grouped);
-  EXPECT_EQ(wide_rows.wgmma, hopper() && !grouped);
-  if (wide_rows.wgmma) EXPECT_EQ(wide_rows.splits, 1);
+  // Few tiles split K, every kernel and tile (down at 64 and 128 rows: 32 tiles), into no more
+  // blocks than the GPU runs at once and (wgmma) no split of under 8 stages of 128 k: the o
+  // projection's 32 stages at 128 rows split 4 ways.
+  for (int M : {64, 128}) {
+    const auto down = gemm.plan(M, 4096, 11008, grouped);
+    EXPECT_EQ(down.wgmma, hopper() && !grouped) << M << " rows";
+    EXPECT_GT(down.splits, 1) << M << " rows";
+  }
+  const auto o = gemm.plan(128, 4096, 4096, grouped);
+  if (o.wgmma) {
+    EXPECT_EQ(o.splits, std::min(4, kc::current_gpu().sms / o.tiles()));
+    EXPECT_GE(o.stages_per_split, 8);
+  }
 }
 
 TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
@@ -140,7 +146,7 @@ TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
   std::mt19937 rng(22);
   const int N = 4096, K = 11008;
   const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-  for (const int M : {24, 64}) {  // mma.sync's 32-row tiles; on Hopper wgmma's 64-row ones
+  for (const int M : {24, 64, 128}) {  // mma.sync's 32-row tiles; on Hopper wgmma's 64 / 128-row ones
     kc::ByteWeightGemm gemm;
     ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
         << M << " rows no longer split K: pick a shape that does";
