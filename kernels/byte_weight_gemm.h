@@ -15,7 +15,7 @@
 // fp32 workspace, the last block of a tile adds them in a fixed order, so results do not depend
 // on timing) so that the weight stream covers the GPU. Two kernels: mma.sync
 // (kernels/cuda/byte_weight_mma.cu, every GPU, grouped scales, up to 64 x rows a tile) and, on
-// Hopper from 64 x rows, wgmma (kernels/cuda/byte_weight_wgmma.cu: TMA copies, each weight
+// Hopper from 24 x rows, wgmma (kernels/cuda/byte_weight_wgmma.cu: TMA copies, each weight
 // widened once a block for 64 or 128 x rows instead of once a warp and 8 x rows).
 //
 // One object per stream (its workspace is reused call after call, in stream order). run
@@ -46,9 +46,11 @@ class ByteWeightGemm {
     // `max_tile_rows` (more rows take several tiles).
     int max_tile_rows = 64;
     // From this many x rows on, on a Hopper GPU and for scales one a row, the wgmma kernel
-    // (kernels/cuda/byte_weight_wgmma.cu; one block an SM; few 64-row tiles split K, 128-row ones
-    // never: byte_weight_gemm.cu); a value past any M keeps the mma.sync kernel.
-    int wgmma_min_rows = 64;
+    // (kernels/cuda/byte_weight_wgmma.cu; one block an SM; few tiles split K:
+    // byte_weight_gemm.cu); a value past any M keeps the mma.sync kernel. 24: its 64-row tile,
+    // mostly zeros, streams the weights faster than mma.sync's 32-row one from 24 rows, not at
+    // 9-16 (H100, Llama-2-7B shapes, bench/RESULTS.md).
+    int wgmma_min_rows = 24;
     // The wgmma kernel's tile, x rows by weight rows (64 x 128 or 128 x 128), for benchmarks and
     // tests; 0 x 0: chosen by M. Off Hopper the plan stays mma.sync (plan().wgmma says which
     // ran).

@@ -5,7 +5,7 @@
 //    one row; unsplit and with K split 2 and 3 ways), at odd M, N and K (boxes of the TMA partly
 //    and wholly past the matrix), a K split over several blocks, more than 8 x-row tiles: within
 //    one rounding to T (fp32 out: 2e-5);
-//  - on Hopper the plan takes wgmma from 64 rows (scales one a row), mma.sync below and for
+//  - on Hopper the plan takes wgmma from 24 rows (scales one a row), mma.sync below and for
 //    grouped scales; few tiles split K (wgmma: 8 stages a split at least);
 //  - a split call gives the same bits every time (its sums are added in split order) and leaves
 //    its tile counts at zero for the next call (mma.sync at 32-row tiles, wgmma's 64 and 128-row
@@ -110,13 +110,13 @@ TYPED_TEST(ByteWeightGemm, MatchesTheWeightsOnlyReference) {
   }
 }
 
-TYPED_TEST(ByteWeightGemm, HopperTakesWgmmaFromSixtyFourRowsAndFewTilesSplitK) {
+TYPED_TEST(ByteWeightGemm, HopperTakesWgmmaFromTwentyFourRowsAndFewTilesSplitK) {
   LMX_REQUIRE_GPU();
   using Weight = typename TypeParam::Weight;
   const kc::ByteWeightGemm gemm;
   const bool grouped = Weight::kGroup > 0;
-  EXPECT_FALSE(gemm.plan(63, 12288, 4096, grouped).wgmma);
-  for (int M : {64, 128, 256, 512, 4096}) {
+  EXPECT_FALSE(gemm.plan(23, 12288, 4096, grouped).wgmma);
+  for (int M : {24, 64, 128, 256, 512, 4096}) {
     const auto plan = gemm.plan(M, 12288, 4096, grouped);  // Llama-2-7B's qkv: tiles enough
     EXPECT_EQ(plan.wgmma, hopper() && !grouped) << M << " rows";
     if (plan.wgmma) {
@@ -146,7 +146,8 @@ TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
   std::mt19937 rng(22);
   const int N = 4096, K = 11008;
   const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-  for (const int M : {24, 64, 128}) {  // mma.sync's 32-row tiles; on Hopper wgmma's 64 / 128-row ones
+  // mma.sync's 16 and 32-row tiles; on Hopper from 24 rows wgmma's 64 and 128-row ones.
+  for (const int M : {16, 24, 64, 128}) {
     kc::ByteWeightGemm gemm;
     ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
         << M << " rows no longer split K: pick a shape that does";
