@@ -6,16 +6,13 @@
 # Env: PROFILE_SHAPE (llama-2-7b; any `lmx shapes` name), PROFILE_BATCHES (default "1 32"),
 # PROFILE_CONTEXT (512), PROFILE_PREFILL (the profiled run's prompt, 4096), PROFILE_DTYPE (fp16),
 # PROFILE_ARGS (more `lmx bench` options, e.g. "--quantize dynamic_int8"), SKIP_BUILD=1.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-build-gpu/profile}
-mkdir -p "$out"
+source "$(dirname "$0")/device_check_common.sh" build-gpu/profile  # configure_tree, $out
+# The device has no ICU / PCRE2 / BLAS (scripts/pack_device_deps.sh): the carried ones, for the
+# build and for the programs run (also with the build skipped).
+[[ -d .devdeps ]] && source scripts/unpack_device_deps.sh
+set -e
 if [[ -z ${SKIP_BUILD:-} ]]; then
-  extra=()
-  [[ -d .devdeps ]] && extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_WERROR=ON "${extra[@]}" >"$out/configure.log" 2>&1 ||
-    { tail -30 "$out/configure.log"; exit 1; }
+  configure_tree . build-gpu || { tail -30 "$out/configure-build-gpu.log"; exit 1; }
   ninja -C build-gpu lmx >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 fi
 shape=${PROFILE_SHAPE:-llama-2-7b}

@@ -14,10 +14,10 @@
 #   OPTION_DEVICE=cpu OPTION_DTYPE=fp32 OPTION_ENABLE_CUDA_GRAPH=false BENCH_SKIP_BUILD=1 \
 #   BENCH_BIN=build/bin BENCH_MODEL=../shared/models/tinystories-656k BENCH_REQUESTS=20 \
 #   BENCH_PROMPT=64 BENCH_NEW=16 BENCH_CONC_A=4 BENCH_CONC_B=2 OUT=/tmp/sb bash scripts/serving_bench_device.sh
-set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${OUT:-build-gpu/serving-bench}
-mkdir -p "$out"
+source "$(dirname "$0")/device_check_common.sh" build-gpu/serving-bench  # configure_tree, $out
+# The device has no ICU / PCRE2 / BLAS (scripts/pack_device_deps.sh): the carried ones, for the
+# build and for the programs run (also with the build skipped).
+[[ -d .devdeps ]] && source scripts/unpack_device_deps.sh
 model=${BENCH_MODEL:-.cache/bench_model}
 phases=${BENCH_PHASES:-a b c d}
 requests=${BENCH_REQUESTS:-256}
@@ -44,14 +44,7 @@ cat "$out/env.txt"
 
 if [[ -z ${BENCH_SKIP_BUILD:-} ]]; then
   t0=$(date +%s)
-  extra=()
-  if [[ -d .devdeps ]]; then  # the device has no ICU / PCRE2 / BLAS: scripts/pack_device_deps.sh
-    extra+=(-DLMX_DEVDEPS="$PWD/.devdeps" -DLMX_BUILTIN_BLAS=ON)
-    source scripts/unpack_device_deps.sh
-  fi
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DLMX_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90a -DLMX_WERROR=ON "${extra[@]}" >"$out/configure.log" 2>&1 ||
-    { tail -n 40 "$out/configure.log"; exit 1; }
+  configure_tree . build-gpu || { tail -n 40 "$out/configure-build-gpu.log"; exit 1; }
   ninja -C build-gpu lmx-server lmx_plugin >"$out/build.log" 2>&1 ||
     { grep -E "error|Error" "$out/build.log" | head -40; tail -n 20 "$out/build.log"; exit 1; }
   # The engine-API bench separately: if it fails, the HTTP runs still happen.
