@@ -74,6 +74,43 @@ __device__ __forceinline__ void load_2d(void* dst, const CUtensorMap* map, int c
       : "memory");
 }
 
+// load_2d into `dst` of every CTA of the cluster in `cta_mask` (bit r: rank r), each copy's bytes
+// counted against the barrier at `bar`'s offset in that CTA.
+__device__ __forceinline__ void load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1,
+                                                  uint64_t* bar, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
+      "cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(shared_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar)),
+      "h"(cta_mask)
+      : "memory");
+}
+
+// One arrival on the barrier at `bar`'s offset in CTA `rank` of the cluster (this one or a peer),
+// released to the cluster.
+__device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(shared_address(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+               : "memory");
+}
+
+// Every thread of every CTA of the cluster arrives, then waits for all the others.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// This CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+
 // The driver's cuTensorMapEncodeTiled, through the runtime (no link against libcuda).
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                  const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
