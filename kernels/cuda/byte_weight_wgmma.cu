@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int s = 0; s < stages; ++s) {
         const int slot = s % C::kStages;
         // The slot's previous stage (s - kStages) has been multiplied.
-        if (s >= C::kStages) tma::wait(&empty[slot], (s / C::kStages - 1) & 1);
+        if (s >= C::kStages)
+          tma::wait<(C::kCluster > 1)>(&empty[slot], (s / C::kStages - 1) & 1);
         const int k = (first_stage + rotated(s, stages, start)) * kWgmmaStageK;
         unsigned char* const xs = x_slots + slot * C::kXBytes;
         tma::arrive_expect_tx(&full[slot], C::kXBytes + (past_n ? 0 : kWBytes));

@@ -49,17 +49,27 @@ __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) 
       "r"(bytes)
       : "memory");
 }
-// Returns once the phase of `bar` with parity `parity` has completed.
+// Returns once the phase of `bar` with parity `parity` has completed. kCluster: acquiring what
+// the arrivals of other CTAs of the cluster released (arrive_cluster), not only this CTA's.
+template <bool kCluster = false>
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = shared_address(bar);
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
+    if constexpr (kCluster)
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
+          "%2;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
+    else
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+          "selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
   } while (!done);
 }
 
@@ -97,8 +107,10 @@ __device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
                : "memory");
 }
 
-// Every thread of every CTA of the cluster arrives, then waits for all the others.
+// Every thread of every CTA of the cluster arrives, then waits for all the others (the warp
+// converged first: the barrier is .aligned).
 __device__ __forceinline__ void cluster_sync() {
+  __syncwarp();
   asm volatile(
       "barrier.cluster.arrive.release.aligned;\n"
       "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");

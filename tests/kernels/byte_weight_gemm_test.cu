@@ -67,6 +67,7 @@ std::vector<std::pair<std::string, Options>> kernel_choices() {
   // last pair's second CTA past N), unsplit and split.
   Options wg128x128_pairs = wg128x128, wg64x128_pairs_split = wg64x128_split;
   wg128x128_pairs.wgmma_cluster = wg64x128_pairs_split.wgmma_cluster = 2;
+  wg128x128_pairs.splits = 1;
   return {{"planned", planned},
           {"planned, every block from k = 0", unrotated},
           {"mma.sync", mma_only},
@@ -74,7 +75,7 @@ std::vector<std::pair<std::string, Options>> kernel_choices() {
           {"wgmma 128x128", wg128x128},
           {"wgmma 64x128, 2 splits", wg64x128_split},
           {"wgmma 128x128, 3 splits", wg128x128_split},
-          {"wgmma 128x128, clusters of 2", wg128x128_pairs},
+          {"wgmma 128x128, clusters of 2, unsplit", wg128x128_pairs},
           {"wgmma 64x128, clusters of 2, 2 splits", wg64x128_pairs_split}};
 }
 
@@ -154,23 +155,29 @@ TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
   std::mt19937 rng(22);
   const int N = 4096, K = 11008;
   const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-  // mma.sync's 16 and 32-row tiles; on Hopper from 24 rows wgmma's 64 and 128-row ones.
-  for (const int M : {16, 24, 64, 128}) {
-    kc::ByteWeightGemm gemm;
-    ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
-        << M << " rows no longer split K: pick a shape that does";
-    const auto x = test::randn<T>(size_t(M) * K, rng);
-    Dev<T> dx(x.size());
-    dx.upload(x);
-    Dev<float> first(size_t(M) * N), again(size_t(M) * N);
-    gemm.run<T, float>(dx.p, w.template view<T>(), first.p, M, nullptr);
-    for (int i = 0; i < 5; ++i) {
-      again.poison();  // a tile whose count was left non-zero would never be stored: NaN stays
-      gemm.run<T, float>(dx.p, w.template view<T>(), again.p, M, nullptr);
-      LMX_CUDA_OK(cudaDeviceSynchronize());
-      ASSERT_EQ(again.download_f(), first.download_f()) << M << " rows, call " << i + 2;
+  // mma.sync's 16 and 32-row tiles; on Hopper from 24 rows wgmma's 64 and 128-row ones, alone
+  // and in clusters of 2.
+  for (const int cluster : {1, 2}) {
+    for (const int M : {16, 24, 64, 128}) {
+      Options options;
+      options.wgmma_cluster = cluster;
+      kc::ByteWeightGemm gemm(options);
+      const std::string where = std::to_string(M) + " rows, clusters of " + std::to_string(cluster);
+      ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
+          << where << ": no longer split K, pick a shape that does";
+      const auto x = test::randn<T>(size_t(M) * K, rng);
+      Dev<T> dx(x.size());
+      dx.upload(x);
+      Dev<float> first(size_t(M) * N), again(size_t(M) * N);
+      gemm.run<T, float>(dx.p, w.template view<T>(), first.p, M, nullptr);
+      for (int i = 0; i < 5; ++i) {
+        again.poison();  // a tile whose count was left non-zero would never be stored: NaN stays
+        gemm.run<T, float>(dx.p, w.template view<T>(), again.p, M, nullptr);
+        LMX_CUDA_OK(cudaDeviceSynchronize());
+        ASSERT_EQ(again.download_f(), first.download_f()) << where << ", call " << i + 2;
+      }
+      EXPECT_LT(rel_l2(first.download_f(), w.weights_only(x, M)), 1e-5) << where;
     }
-    EXPECT_LT(rel_l2(first.download_f(), w.weights_only(x, M)), 1e-5) << M << " rows";
   }
 }
 
