@@ -48,6 +48,7 @@
 #include "kernels/gpu_properties.h"
 #include "kernels/cuda/attention_decode_common.cuh"
 #include "kernels/cuda/attention_decode_mma.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
 #include "kernels/cuda/kv_types.cuh"
@@ -763,11 +764,8 @@ void launch_warp(const T* q, int q_stride, const C* k_cache, const C* v_cache,
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attrs[2] = {pdl::dependent_attribute(), {}};
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim.x = unsigned(s.splits);
-  attrs[1].val.clusterDim.y = 1;
-  attrs[1].val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2] = {pdl::dependent_attribute(),
+                                  detail::cluster_attribute(unsigned(s.splits))};
   cfg.attrs = attrs;
   cfg.numAttrs = s.splits > 1 ? 2 : 1;  // a cluster only when the splits merge through it
   cudaLaunchKernelEx(&cfg, kernel, q, q_stride, k_cache, v_cache, block_tables, token_seq,

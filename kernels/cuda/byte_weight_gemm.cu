@@ -147,7 +147,8 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
                                      partials_,
                                      counters_,
                                      options_.rotate_k,
-                                     p.cluster};
+                                     p.cluster,
+                                     p.blocks()};
   if (p.wgmma) {
     const byte_gemm::WgmmaShape shape{p.rows_per_tile, p.weight_rows_per_tile, p.cluster};
     if (w.fp8()) return byte_gemm::launch_wgmma<T, KvFp8, Out>(args, shape, stream);

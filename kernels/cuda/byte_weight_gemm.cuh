@@ -37,10 +37,7 @@ struct Args {
   // weight-row tiles of the same x rows (tiles_n rounded up to a multiple of it: a CTA past N
   // computes nothing it stores).
   int cluster;
-  // Blocks along x: a block a tile, tiles_n rounded up to whole clusters.
-  __host__ __device__ int blocks_x() const {
-    return tiles_m * ((tiles_n + cluster - 1) / cluster * cluster);
-  }
+  int blocks_x;  // blocks along x: a block a tile, tiles_n rounded up to whole clusters
 };
 
 // Where walker `walker` of `walkers` (a block, or a cluster whose CTAs share x stages) starts its
@@ -80,16 +77,10 @@ inline constexpr int kAddVectorsInFlight = 8;
 // y[at .. at + kWidth) = v (kWidth consecutive elements; 4 x Out aligned when kWidth == 4).
 template <int kWidth, typename Out>
 __device__ __forceinline__ void store_vector(Out* y, size_t at, const float (&v)[kWidth]) {
-  if constexpr (kWidth == 1) {
-    store(y, at, v[0]);
-  } else if constexpr (std::is_same_v<Out, float>) {
-    *reinterpret_cast<float4*>(y + at) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-    Out o[4];
+  detail::Pack<Out, kWidth> o;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) o[e] = detail::from_f<Out>(v[e]);
-    *reinterpret_cast<uint2*>(y + at) = *reinterpret_cast<const uint2*>(o);
-  }
+  for (int e = 0; e < kWidth; ++e) o.v[e] = detail::from_f<Out>(v[e]);
+  detail::store(y + at, 0, o);
 }
 
 // v = kWidth fp32 of the workspace at p (16-byte aligned when kWidth == 4), through L2.
@@ -207,14 +198,11 @@ void launch_tiles(Kernel kernel, int threads, int smem, const Args<T, Out>& args
                   cudaStream_t stream, const Lead&... lead) {
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(args.blocks_x(), args.splits);
+  config.gridDim = dim3(args.blocks_x, args.splits);
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = args.cluster, cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
+  cudaLaunchAttribute cluster = detail::cluster_attribute(unsigned(args.cluster));
   config.attrs = &cluster;
   config.numAttrs = args.cluster > 1 ? 1 : 0;
   (void)cudaLaunchKernelEx(&config, kernel, lead..., args);

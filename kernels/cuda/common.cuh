@@ -47,6 +47,17 @@ __device__ __forceinline__ void store(T* p, size_t i, const Pack<T, N>& v) {
 template <typename T>
 constexpr int kVec = 16 / sizeof(T);
 
+// The launch attribute (cudaLaunchKernelEx) that groups a grid's blocks into thread-block
+// clusters of `x` along x (sm_90).
+inline cudaLaunchAttribute cluster_attribute(unsigned x) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = x;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
 // True when every pointer is 16-byte aligned and a row of `cols` T splits into 16-byte packs.
 inline bool vec_ok(int cols, size_t elem, std::initializer_list<const void*> ptrs) {
   if ((size_t(cols) * elem) % 16 != 0) return false;
