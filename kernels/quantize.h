@@ -6,7 +6,10 @@
 //                         col_scale = 1/s) do from the same values: v = w * col_scale in fp32,
 //                         max |v| / 127 in fp32, v / scale rounded half to even, clamped to 127.
 //                         SmoothQuant's weight W diag(s) is quantized with col_scale = s.
-//   dequantize_rows_int8: out [rows, cols] T = T(q[r, c] * scale[r])  (one rounding)
+//                         q's rows are stored in kernels/int8_layout.h's order (each complete
+//                         group of 16 codes of a row of q_ld permuted for the tensor cores).
+//   dequantize_rows_int8: out [rows, cols] T = T(q[r, c] * scale[r])  (one rounding; q as
+//                         quantize_rows_int8 stores it, rows of cols)
 //   quantize_rows_e4m3:   x [rows, cols] T -> codes [rows, codes_ld] E4M3, scale [rows] fp32, bit
 //                         for bit as quant::cpu::quantize_rows_e4m3 (quant/fp8.h) from the same
 //                         values: max |x| / 448 in fp32, x / scale in fp32, cvt.rn.satfinite to

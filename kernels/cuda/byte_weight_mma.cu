@@ -11,9 +11,11 @@
 //   computed once), the next stages' copies in flight while one is multiplied.
 // - In each 64-k group of a stage a lane reads 16 weight bytes of rows g and g + 8 (k 16t .. 16t
 //   + 15 of the group, g = lane / 4, t = lane % 4), widens them to two 8-k chunks of T in
-//   registers (exact) and multiplies each with the 16 bytes of x holding the same 8 k (chunks 2t
-//   and 2t + 1 of the group's x row): the k order inside an mma is permuted the same way on both
-//   operands (a dot product does not care), so every shared-memory read is one 16-byte load.
+//   registers (exact) and multiplies each with x's same 8 k, from the 32 bytes of the group's x
+//   row that hold the lane's 16 k (chunks 2t and 2t + 1: E4M3's 8 k are one chunk, int8's, in
+//   kernels/int8_layout.h's order, 8 bytes of each; byte_weights.cuh's x_for_weight_half): the k
+//   order inside an mma is permuted the same way on both operands (a dot product does not care),
+//   so every shared-memory read is one 16- or 8-byte load.
 //   Rows of 128 bytes or more are stored with chunks swapped by the row's parity (swizzle()), so
 //   that the 8 lanes of a quarter-warp, which read two rows, hit 8 different bank groups.
 // - Few tiles (small M, small N) split K over `splits` blocks a tile (blockIdx.y). Each writes
@@ -237,13 +239,15 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
                                                    swizzle<C::kWChunks, 4>(r + 8, 4 * q + t) * 16);
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // k 16t + 8h .. + 7 of the group
-        uint4 xv[C::kTilesM];
+      for (int h = 0; h < 2; ++h) {  // the weights' bytes 8h .. 8h + 7 of the lane's 16
+        uint4 xv[C::kTilesM];  // x row g of each tile at the same 8 k
 #pragma unroll
         for (int j = 0; j < C::kTilesM; ++j) {
           const int r = (warp_m * C::kTilesM + j) * 8 + g;
-          xv[j] = *reinterpret_cast<const uint4*>(
-              sx + r * C::kStageK * 2 + swizzle<C::kXChunks, 1>(r, 8 * q + 2 * t + h) * 16);
+          const unsigned char* row = sx + r * C::kStageK * 2;
+          xv[j] = x_for_weight_half<W>(row + swizzle<C::kXChunks, 1>(r, 8 * q + 2 * t) * 16,
+                                       row + swizzle<C::kXChunks, 1>(r, 8 * q + 2 * t + 1) * 16,
+                                       h);
         }
 #pragma unroll
         for (int i = 0; i < C::kTilesN; ++i) {
@@ -252,7 +256,8 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
           const uint4 hi = h ? widen_bytes8<T, W>(wq[i][1].z, wq[i][1].w)
                              : widen_bytes8<T, W>(wq[i][1].x, wq[i][1].y);
 #pragma unroll
-          for (int j = 0; j < C::kTilesM; ++j) mma_chunk<T>(sums[i][j], lo, hi, xv[j]);
+          for (int j = 0; j < C::kTilesM; ++j)
+            mma_chunk<T>(sums[i][j], lo, hi, xv[j]);
         }
       }
       if constexpr (kGrouped) {

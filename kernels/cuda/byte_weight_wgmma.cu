@@ -14,7 +14,8 @@
 //   land 128-byte swizzled; zeros past M, N and K;
 // - two consumer warpgroups, each 64 of the weight rows: for each stage a thread reads its bytes
 //   of A's fragments (rows g and g + 8 of its warp's 16, k 2t, 2t + 1, 2t + 8, 2t + 9 of each
-//   16: two 4-byte loads and a byte permute a row and 16 k), widens them into registers, and
+//   16: one 4-byte load of int8 rows, stored in that order, kernels/int8_layout.h; two and a
+//   byte permute of E4M3 rows), widens them into registers, and
 //   issues 8 wgmma of k 16 (64 weight rows x kRowsM x rows, fp32 sums). A stage's fragments are
 //   widened while the stage before is multiplied (two register sets); a slot goes back to the
 //   producer once both warpgroups' products of it are done.
@@ -140,21 +141,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int g = lane / 4, t = lane % 4;
     const bool leader = threadIdx.x % 128 == 0;  // releases the group's slots
     // The thread's weight rows of a stage: r and r + 8, both at swizzle row g (r % 8 == g). Of
-    // each 16-byte chunk (16 k) it needs bytes 2t, 2t + 1, 2t + 8, 2t + 9: in the 4-byte words
-    // at 4 (t / 2) and 8 + 4 (t / 2), halves t % 2.
+    // each 16-byte chunk (16 k) it needs k 2t, 2t + 1, 2t + 8, 2t + 9: int8 rows hold them as
+    // one 4-byte word, at 4t (kernels/int8_layout.h); E4M3 rows (column order) in the halves t % 2
+    // of the words at 4 (t / 2) and 8 + 4 (t / 2).
+    constexpr bool kInt8Layout = std::is_same_v<W, int8_t>;
     const int r = 64 * group + 16 * warp + g;
-    const int w_offset = r * 128 + 4 * (t / 2);
+    const int w_offset = r * 128 + (kInt8Layout ? 4 * t : 4 * (t / 2));
     const uint32_t halves = t % 2 ? 0x7632u : 0x5410u;
+    auto fragment_word = [&](const unsigned char* p) {
+      const uint32_t lo = *reinterpret_cast<const uint32_t*>(p);
+      if constexpr (kInt8Layout) return lo;
+      else return __byte_perm(lo, *reinterpret_cast<const uint32_t*>(p + 8), halves);
+    };
     auto widen_stage = [&](int slot, Fragments& f) {
       const unsigned char* const w = w_slots + slot * kWBytes + w_offset;
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // rows r and r + 8
-          const unsigned char* p = w + h * 8 * 128 + ((k ^ g) << 4);
-          const uint2 v = widen_bytes4<T, W>(__byte_perm(*reinterpret_cast<const uint32_t*>(p),
-                                                         *reinterpret_cast<const uint32_t*>(p + 8),
-                                                         halves));
+          const uint2 v = widen_bytes4<T, W>(fragment_word(w + h * 8 * 128 + ((k ^ g) << 4)));
           f[k][h] = v.x;      // k 2t, 2t + 1
           f[k][2 + h] = v.y;  // k 2t + 8, 2t + 9
         }

@@ -1,5 +1,5 @@
-// One-byte weights (dynamic_int8's and smoothquant's int8 values, fp8's E4M3 codes) widened to
-// 16-bit mma fragments in registers, exactly (every int8 value and every E4M3 value is an fp16
+// One-byte weights (dynamic_int8's and smoothquant's int8 values, stored in kernels/int8_layout.h's
+// order; fp8's E4M3 codes, in column order) widened to 16-bit mma fragments in registers, exactly (every int8 value and every E4M3 value is an fp16
 // and a bf16 value): the decode GEMV (gemv.cu) and the byte-weight GEMM's kernels
 // (byte_weight_mma.cu, byte_weight_wgmma.cu) read one byte a weight from memory and feed the
 // tensor cores T. W = int8_t or KvFp8.
@@ -62,6 +62,40 @@ template <typename T, typename W>
 __device__ __forceinline__ void widen_bytes16(const uint4& q, uint4& first, uint4& second) {
   first = widen_bytes8<T, W>(q.x, q.y);
   second = widen_bytes8<T, W>(q.z, q.w);
+}
+
+// x's two 8-k chunks of a 16-k group (k 0..7 and 8..15, T) paired with that group's widened
+// weights (widen_bytes16's first and second, or widen_bytes8 of its low and high 8 bytes), for the
+// kernels that feed the tensor cores x from registers: int8 weights are stored in
+// kernels/int8_layout.h's order (stored pairs 0..3 are k pairs 0, 4, 1, 5 of the group, 4..7 are
+// 2, 6, 3, 7), E4M3 codes in column order.
+template <typename W>
+struct XInWeightOrder {
+  uint4 first, second;
+  __device__ __forceinline__ XInWeightOrder(const uint4& k0, const uint4& k8) {
+    if constexpr (std::is_same_v<W, int8_t>) {
+      first = make_uint4(k0.x, k8.x, k0.y, k8.y);
+      second = make_uint4(k0.z, k8.z, k0.w, k8.w);
+    } else {
+      first = k0;
+      second = k8;
+    }
+  }
+};
+
+// The same from shared memory, half a group at a time: x's 8 k (as 16 bytes of T) that meet bytes
+// 8h .. 8h + 7 of a lane's 16 weight bytes of a 16-k group, from the group's x chunks (k 0..7 at
+// `k0`, 8..15 at `k8`, 16-byte aligned): for E4M3 chunk h, for int8 the halves h of both.
+template <typename W>
+__device__ __forceinline__ uint4 x_for_weight_half(const unsigned char* k0, const unsigned char* k8,
+                                                   int h) {
+  if constexpr (std::is_same_v<W, int8_t>) {
+    const uint2 a = *reinterpret_cast<const uint2*>(k0 + 8 * h);
+    const uint2 b = *reinterpret_cast<const uint2*>(k8 + 8 * h);
+    return make_uint4(a.x, b.x, a.y, b.y);
+  } else {
+    return *reinterpret_cast<const uint4*>(h ? k8 : k0);
+  }
 }
 
 }  // namespace lmx::kernels::cuda

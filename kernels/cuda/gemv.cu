@@ -188,8 +188,9 @@ __device__ __forceinline__ void weight_step(float (&acc)[4], const uint4& w_lo, 
     uint4 lo0, lo1, hi0, hi1;
     widen_bytes16<T, W>(w_lo, lo0, lo1);
     widen_bytes16<T, W>(w_hi, hi0, hi1);
-    mma_step<T>(acc, lo0, hi0, xv[0]);
-    mma_step<T>(acc, lo1, hi1, xv[1]);
+    const XInWeightOrder<W> x(xv[0], xv[1]);
+    mma_step<T>(acc, lo0, hi0, x.first);
+    mma_step<T>(acc, lo1, hi1, x.second);
   } else {
     mma_step<T>(acc, w_lo, w_hi, xv[0]);
   }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/int8_layout.h"
 
 namespace lmx::kernels::cuda {
 namespace {
@@ -20,18 +21,27 @@ using detail::to_f;
 
 constexpr int kThreads = 256;
 
-// The two row formats: int8 (quant/int8.h: max 127, rounded half to even, clamped) and E4M3
-// (quant/fp8.h: max 448, cvt.rn.satfinite, as kernels/kv_dtype.h's encode_e4m3).
+// The two row formats: int8 (quant/int8.h: max 127, rounded half to even, clamped; stored in
+// kernels/int8_layout.h's order) and E4M3 (quant/fp8.h: max 448, cvt.rn.satfinite, as
+// kernels/kv_dtype.h's encode_e4m3; column order).
 struct Int8Code {
   using Code = int8_t;
+  static constexpr bool kInt8Layout = true;
   static constexpr float kMax = 127.0f;
   static __device__ Code encode(float v) { return int8_t(fminf(fmaxf(rintf(v), -kMax), kMax)); }
 };
 struct E4m3Code {
   using Code = uint8_t;
+  static constexpr bool kInt8Layout = false;
   static constexpr float kMax = 448.0f;
   static __device__ Code encode(float v) { return __nv_fp8_e4m3(v).__x; }
 };
+
+// Where the code of column c of a row of ld codes is stored.
+template <typename F>
+__device__ __forceinline__ int code_position(int c, int ld) {
+  return F::kInt8Layout ? int8_position(c, ld) : c;
+}
 
 // One block a row: the row's max |v|, then each value divided by the scale; v = w (times the
 // column's scale, one fp32 rounding, as the CPU reference's product). q's rows are `ld` codes
@@ -52,7 +62,8 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
   typename F::Code* out = q + size_t(blockIdx.x) * ld;
   for (int c = threadIdx.x; c < ld; c += kThreads)
-    out[c] = s > 0.0f && c < cols ? F::encode(__fdiv_rn(value(c), s)) : typename F::Code(0);
+    out[code_position<F>(c, ld)] =
+        s > 0.0f && c < cols ? F::encode(__fdiv_rn(value(c), s)) : typename F::Code(0);
 }
 
 // The same for 16-bit T, cols % 8 == 0 and 16-byte aligned rows, with the row read once: each of
@@ -100,7 +111,15 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       codes.c[k] = s > 0.0f ? F::encode(__fdiv_rn(v[i][k], s)) : typename F::Code(0);
-    *reinterpret_cast<uint2*>(out + 8 * j) = codes.u;
+    if (F::kInt8Layout && 8 * j + 8 <= ld - ld % kInt8LayoutGroup) {
+      // Half of a group of 16: its four column pairs go to their stored places.
+#pragma unroll
+      for (int p = 0; p < 4; ++p)
+        *reinterpret_cast<uint16_t*>(out + int8_position(8 * j + 2 * p, ld)) =
+            *reinterpret_cast<const uint16_t*>(codes.c + 2 * p);
+    } else {
+      *reinterpret_cast<uint2*>(out + 8 * j) = codes.u;
+    }
   }
   for (int c = cols + threadIdx.x; c < ld; c += kBlock) out[c] = typename F::Code(0);
 }
@@ -131,14 +150,42 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
     held_launch(quantize_rows_held_kernel<T, F, kLongBlock, 2>, kLongBlock);
 }
 
-// Grid-stride over q [rows, cols].
+// Grid-stride over out [rows, cols] (q in kernels/int8_layout.h's order): any cols.
 template <typename T>
 __global__ void dequantize_rows_kernel(const int8_t* __restrict__ q,
                                        const float* __restrict__ scale, T* __restrict__ out,
                                        size_t n, int cols) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
-    out[i] = from_f<T>(float(q[i]) * scale[i / cols]);
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t row = i / cols;
+    const int c = int(i - row * cols);
+    out[i] = from_f<T>(float(q[row * cols + int8_position(c, cols)]) * scale[row]);
+  }
+}
+
+// The same for cols % 16 == 0, a thread a group of 16 codes (one 16-byte load, put back in
+// column order in registers, 16 values stored with 16-byte stores; q and out 16-byte aligned).
+template <typename T>
+__global__ void dequantize_groups_kernel(const uint4* __restrict__ q,
+                                         const float* __restrict__ scale, T* __restrict__ out,
+                                         size_t groups, int groups_per_row) {
+  constexpr int kGroup = kInt8LayoutGroup;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < groups;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const uint4 raw = q[i];
+    const auto* codes = reinterpret_cast<const int8_t*>(&raw);
+    const float s = scale[i / groups_per_row];
+    union {
+      T v[kGroup];
+      uint4 chunks[kGroup * sizeof(T) / 16];
+    } values;
+#pragma unroll
+    for (int k = 0; k < kGroup; ++k)
+      values.v[k] = from_f<T>(float(codes[int8_position(k, kGroup)]) * s);
+    auto* to = reinterpret_cast<uint4*>(out + i * kGroup);
+#pragma unroll
+    for (int c = 0; c < int(kGroup * sizeof(T) / 16); ++c) to[c] = values.chunks[c];
+  }
 }
 
 // Grid-stride over codes [rows, ld].
@@ -199,8 +246,17 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
                           cudaStream_t stream) {
   const size_t n = size_t(rows) * cols;
   if (n == 0) return;
-  const int blocks = int(std::min<size_t>((n + kThreads - 1) / kThreads, 132 * 16));
-  dequantize_rows_kernel<T><<<blocks, kThreads, 0, stream>>>(q, scale, out, n, cols);
+  const auto grid = [](size_t items) {
+    return int(std::min<size_t>((items + kThreads - 1) / kThreads, 132 * 16));
+  };
+  const bool aligned = ((reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) & 15u) == 0;
+  if (cols % kInt8LayoutGroup == 0 && aligned) {
+    const size_t groups = n / kInt8LayoutGroup;
+    dequantize_groups_kernel<T><<<grid(groups), kThreads, 0, stream>>>(
+        reinterpret_cast<const uint4*>(q), scale, out, groups, cols / kInt8LayoutGroup);
+    return;
+  }
+  dequantize_rows_kernel<T><<<grid(n), kThreads, 0, stream>>>(q, scale, out, n, cols);
 }
 
 #define LMX_INSTANTIATE(T)                                                                 \

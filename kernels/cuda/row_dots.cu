@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/int8_layout.h"
 #include "kernels/row_dots.h"
 
 namespace lmx::kernels::cuda {
@@ -15,16 +16,17 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-// W[n, k] as the projection's kernels multiply it, before its scale.
+// W[n, k] as the projection's kernels multiply it, before its scale (`row`: n x w.in; int8
+// values stored in kernels/int8_layout.h's order).
 template <typename T>
-__device__ __forceinline__ float weight_at(const LinearWeights<T>& w, size_t i) {
-  if (w.q == nullptr) return detail::to_f(w.weight[i]);
+__device__ __forceinline__ float weight_at(const LinearWeights<T>& w, size_t row, int k) {
+  if (w.q == nullptr) return detail::to_f(w.weight[row + k]);
   if (w.e4m3) {
     __nv_fp8_e4m3 code;
-    code.__x = static_cast<__nv_fp8_storage_t>(w.q[i]);
+    code.__x = static_cast<__nv_fp8_storage_t>(w.q[row + k]);
     return float(code);
   }
-  return float(w.q[i]);
+  return float(w.q[row + int8_position(k, w.in)]);
 }
 
 template <typename T>
@@ -37,7 +39,7 @@ __global__ void __launch_bounds__(kThreads) row_dots_kernel(LinearWeights<T> w, 
     const float* scales = group > 0 ? w.q_scale + size_t(n) * size_t(w.in / group) : nullptr;
     float sum = 0.0f;
     for (int k = lane; k < w.in; k += 32)
-      sum += weight_at(w, row + k) * (scales ? scales[k / group] : 1.0f) *
+      sum += weight_at(w, row, k) * (scales ? scales[k / group] : 1.0f) *
              (v ? detail::to_f(v[k]) : 1.0f);
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (lane == 0) out[n] = w.q != nullptr && !scales ? sum * w.q_scale[n] : sum;

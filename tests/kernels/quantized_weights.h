@@ -15,6 +15,7 @@
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include "kernels/int8_layout.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/linear.h"
 #include "quant/fp8.h"
@@ -56,7 +57,10 @@ struct Int8Weight : ScaleGroups<Group> {
         ds(scales.size()) {
     quant::cpu::quantize_int8("test weight", w.data(), N, K, this->group_of(K), values.data(),
                               scales.data());
-    cudaMemcpy(dq.p, values.data(), values.size(), cudaMemcpyHostToDevice);
+    // On the device in kernels/int8_layout.h's order, as the backend's quantizer stores them.
+    std::vector<int8_t> stored(values.size());
+    kernels::to_int8_layout(values.data(), stored.data(), size_t(N), K);
+    cudaMemcpy(dq.p, stored.data(), stored.size(), cudaMemcpyHostToDevice);
     cudaMemcpy(ds.p, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice);
   }
   quant::W8A16Weights ref(const float* bias = nullptr) const {

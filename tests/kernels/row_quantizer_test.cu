@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/int8_layout.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/quantize.h"
 #include "quant/fp8.h"
@@ -48,6 +49,12 @@ struct Int8Rows {
   static void device(const T* x, const float* inv_smooth, Code* q, float* s, int M, int K) {
     kc::quantize_rows_int8<T>(x, inv_smooth, q, s, M, K, nullptr);
   }
+  // The device's rows (kernels/int8_layout.h's order) in column order.
+  static std::vector<Code> in_column_order(const std::vector<Code>& stored, int M, int K) {
+    std::vector<Code> q(stored.size());
+    kernels::from_int8_layout(stored.data(), q.data(), size_t(M), K);
+    return q;
+  }
 };
 
 struct E4m3Rows {
@@ -61,6 +68,9 @@ struct E4m3Rows {
   template <typename T>
   static void device(const T* x, const float*, Code* q, float* s, int M, int K) {
     kc::quantize_rows_e4m3<T>(x, q, s, M, K, K, nullptr);
+  }
+  static std::vector<Code> in_column_order(const std::vector<Code>& stored, int, int) {
+    return stored;
   }
 };
 
@@ -109,7 +119,7 @@ TYPED_TEST(RowQuantizerCuda, GivesTheReferenceBytesAndScales) {
       Dev<float> ds(s.size());
       F::template device<T>(dx.p, smoothed ? dinv.p : nullptr, dq.p, ds.p, M, K);
       LMX_CUDA_OK(cudaDeviceSynchronize());
-      const auto got_q = dq.download();
+      const auto got_q = F::in_column_order(dq.download(), M, K);
       const auto got_s = ds.download();
       ASSERT_EQ(got_q, q) << where;
       ASSERT_EQ(got_s, s) << where;

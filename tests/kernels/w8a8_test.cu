@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/int8_layout.h"
 #include "kernels/quantize.h"
 #include "kernels/w8a8.h"
 #include "quant/int8.h"
@@ -68,7 +69,9 @@ TYPED_TEST(W8A8Cuda, SmoothedWeightQuantizationGivesTheReferenceBytes) {
   ds.upload(s);
   kc::quantize_rows_int8<T>(dw.p, ds.p, dq.p, dws.p, N, K, nullptr);
   LMX_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(dq.download(), q);
+  std::vector<int8_t> got(q.size());  // stored in kernels/int8_layout.h's order
+  kernels::from_int8_layout(dq.download().data(), got.data(), size_t(N), K);
+  EXPECT_EQ(got, q);
   EXPECT_EQ(dws.download(), ws);
 }
 
@@ -169,15 +172,17 @@ TYPED_TEST(W8A8Cuda, LinearMatchesTheReference) {
     quant::cpu::quantize_int8("w", w.data(), N, K, K, wq.data(), ws.data());
     std::vector<float> ref(size_t(M) * N);
     quant::cpu::w8a8_linear(x.data(), {wq.data(), ws.data(), nullptr, N, K}, ref.data(), M);
-    std::vector<int8_t> wq_padded(size_t(N) * Kp, 0);
+    // In the device's order (kernels/int8_layout.h), as quantize_rows_int8 stores x's codes.
+    std::vector<int8_t> wq_padded(size_t(N) * Kp, 0), wq_stored(wq_padded.size());
     for (int n = 0; n < N; ++n)
       std::copy_n(wq.begin() + size_t(n) * K, K, wq_padded.begin() + size_t(n) * Kp);
+    kernels::to_int8_layout(wq_padded.data(), wq_stored.data(), size_t(N), Kp);
     Dev<T> dx(x.size()), dy(ref.size());
-    Dev<int8_t> dwq(wq_padded.size()), dxq(size_t(M) * Kp);
+    Dev<int8_t> dwq(wq_stored.size()), dxq(size_t(M) * Kp);
     Dev<float> dws(ws.size()), dxs(static_cast<size_t>(M));
     Dev<int32_t> dacc(ref.size());
     dx.upload(x);
-    dwq.upload(wq_padded);
+    dwq.upload(wq_stored);
     dws.upload(ws);
     kc::quantize_rows_int8<T>(dx.p, nullptr, dxq.p, dxs.p, M, K, Kp, nullptr);
     gemm.run(dxq.p, dwq.p, dacc.p, M, N, Kp, nullptr);

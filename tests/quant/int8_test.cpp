@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "kernels/int8_layout.h"
 #include "quant/int8.h"
 
 namespace lmx::quant {
@@ -161,6 +162,34 @@ TEST(Int8Quantize, RefusesBadGroupsAndNonFiniteWeights) {
   EXPECT_THROW(cpu::quantize_int8("w", w.data(), 3, 67, 67, q.data(), s.data()), Error);
   w[5] = INFINITY;
   EXPECT_THROW(cpu::quantize_int8("w", w.data(), 3, 67, 67, q.data(), s.data()), Error);
+}
+
+// The CUDA backend's order of int8 rows (kernels/int8_layout.h): each complete group of 16
+// columns in the tensor cores' fragment order (a thread's k 2t, 2t + 1, 2t + 8, 2t + 9 at stored
+// 4t .. 4t + 3), a partial group at the end of a row in column order; every row a permutation,
+// undone by from_int8_layout.
+TEST(Int8Layout, StoresEachGroupOf16InFragmentOrder) {
+  const int order[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+  for (int ld : {16, 40, 64, 86, 4096}) {
+    std::vector<int> seen(size_t(ld), 0);
+    for (int k = 0; k < ld; ++k) {
+      const int at = kernels::int8_position(k, ld);
+      ASSERT_GE(at, 0);
+      ASSERT_LT(at, ld);
+      ++seen[size_t(at)];
+      if (k >= ld - ld % 16)
+        EXPECT_EQ(at, k) << "ld " << ld << " k " << k;
+      else
+        EXPECT_EQ(order[at % 16] + at / 16 * 16, k) << "ld " << ld << " k " << k;
+    }
+    for (int at = 0; at < ld; ++at) EXPECT_EQ(seen[size_t(at)], 1) << "ld " << ld;
+    std::vector<int8_t> rows(size_t(3) * ld), stored(rows.size()), back(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = int8_t(i * 7 % 255 - 127);
+    kernels::to_int8_layout(rows.data(), stored.data(), 3, ld);
+    kernels::from_int8_layout(stored.data(), back.data(), 3, ld);
+    EXPECT_EQ(back, rows) << "ld " << ld;
+    EXPECT_EQ(stored[size_t(ld) + 2], rows[size_t(ld) + 8]) << "ld " << ld;  // row 1, k 8
+  }
 }
 
 }  // namespace

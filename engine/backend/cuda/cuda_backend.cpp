@@ -393,9 +393,10 @@ class CudaBackend final : public Backend {
   // widened in registers, kernels/byte_weight_gemm.h).
   //  - dynamic_int8 up to kByteGemmMaxRows rows, and up to kWgmmaByteGemmMaxRows where the GEMM
   //    runs its wgmma kernel (Hopper), where they measured faster than expanding the projection
-  //    for cuBLAS (at 512 rows wgmma took 0.75-0.94x the expansion's time on every Llama-2-7B
-  //    projection, at 4096 1.45-1.66x: bench/RESULTS.md); more rows (prefill) and K % 16 != 0
-  //    take dense() and cuBLAS.
+  //    for cuBLAS (bench/RESULTS.md: with int8 rows in fragment order, kernels/int8_layout.h,
+  //    the kernel runs at 0.82-0.89x fp16's rate from 512 rows on, and the expansion costs
+  //    ~3 bytes of traffic a weight whatever the rows); more rows (long prefill chunks) and
+  //    K % 16 != 0 take dense() and cuBLAS.
   //  - fp8 up to kFp8ByteGemmMaxRows rows, on the decode path (CudaBackendOptions::skinny_gemv,
   //    as the GEMV): decode steps of 12 and 16 rows took 5-8% less time than through the W8A8 FP8
   //    GEMM (which also quantizes the activations first), of 24 and 31 rows 2-7% more
@@ -404,7 +405,7 @@ class CudaBackend final : public Backend {
   //    one scale a row (kernels/fp8_linear.h), so those checkpoints' prefill reads the codes with
   //    16-bit activations here as their decode does.
   static constexpr int kByteGemmMaxRows = 256;
-  static constexpr int kWgmmaByteGemmMaxRows = 512;
+  static constexpr int kWgmmaByteGemmMaxRows = 1024;
   static constexpr int kFp8ByteGemmMaxRows = 16;
   bool byte_gemm(const kernels::LinearWeights<T>& w, int M) const {
     if (byte_gemm_ && w.fp8() && w.grouped()) return k::ByteWeightGemm::supported(w.in);
