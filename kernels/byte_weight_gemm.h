@@ -56,8 +56,8 @@ class ByteWeightGemm {
     // ran).
     int wgmma_rows_m = 0, wgmma_rows_n = 0;
     // The wgmma kernel's CTAs a thread-block cluster: 1, or 2 (each pair of neighbouring
-    // weight-row tiles of the same x rows reads x from L2 once, through TMA multicast). Not yet
-    // measured: 1 stays the default.
+    // weight-row tiles of the same x rows reads x from L2 once, through TMA multicast). 2 measured
+    // 15-45% slower at 128-4096 rows (H100, bench/RESULTS.md): 1 is the default.
     int wgmma_cluster = 1;
     // Each block walks its share of K from its own stage (byte_weight_gemm.cuh, rotation_start),
     // so that blocks running together do not all read the same k of the shared x rows at once.

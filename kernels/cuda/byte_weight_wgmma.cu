@@ -19,7 +19,7 @@
 //   issues 8 wgmma of k 16 (64 weight rows x kRowsM x rows, fp32 sums). A stage's fragments are
 //   widened while the stage before is multiplied (two register sets); a slot goes back to the
 //   producer once both warpgroups' products of it are done.
-// In clusters of 2 CTAs (ByteWeightGemm::Options::wgmma_cluster; not yet measured, off by
+// In clusters of 2 CTAs (ByteWeightGemm::Options::wgmma_cluster; measured slower, off by
 // default): the pair takes neighbouring weight-row tiles of the same x rows, each CTA's producer
 // copies one of a stage's two x boxes into both CTAs (TMA multicast; x is two thirds of a 128-row
 // stage's bytes, read from L2 once a pair instead of once a CTA), and a slot is refilled once
