@@ -10,12 +10,11 @@
 //   kStageK bytes) are copied into a ring of kStages stages with cp.async (each thread's sources
 //   computed once), the next stages' copies in flight while one is multiplied.
 // - In each 64-k group of a stage a lane reads 16 weight bytes of rows g and g + 8 (k 16t .. 16t
-//   + 15 of the group, g = lane / 4, t = lane % 4), widens them to two 8-k chunks of T in
-//   registers (exact) and multiplies each with x's same 8 k, from the 32 bytes of the group's x
-//   row that hold the lane's 16 k (chunks 2t and 2t + 1: E4M3's 8 k are one chunk, int8's, in
-//   kernels/int8_layout.h's order, 8 bytes of each; byte_weights.cuh's x_for_weight_half): the k
-//   order inside an mma is permuted the same way on both operands (a dot product does not care),
-//   so every shared-memory read is one 16- or 8-byte load.
+//   + 15 of the group, g = lane / 4, t = lane % 4; int8 in kernels/int8_layout.h's order), widens
+//   them to two 8-k chunks of T in column order in registers (exact; byte_weights.cuh) and
+//   multiplies each with the 16 bytes of x holding the same 8 k (chunks 2t
+//   and 2t + 1 of the group's x row): the k order inside an mma is permuted the same way on both
+//   operands (a dot product does not care), so every shared-memory read is one 16-byte load.
 //   Rows of 128 bytes or more are stored with chunks swapped by the row's parity (swizzle()), so
 //   that the 8 lanes of a quarter-warp, which read two rows, hit 8 different bank groups.
 // - Few tiles (small M, small N) split K over `splits` blocks a tile (blockIdx.y). Each writes
@@ -239,25 +238,20 @@ __global__ void __launch_bounds__(C::kThreads) byte_weight_gemm_kernel(const Arg
                                                    swizzle<C::kWChunks, 4>(r + 8, 4 * q + t) * 16);
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // the weights' bytes 8h .. 8h + 7 of the lane's 16
-        uint4 xv[C::kTilesM];  // x row g of each tile at the same 8 k
+      for (int h = 0; h < 2; ++h) {  // k 16t + 8h .. + 7 of the group
+        uint4 xv[C::kTilesM];
 #pragma unroll
         for (int j = 0; j < C::kTilesM; ++j) {
           const int r = (warp_m * C::kTilesM + j) * 8 + g;
-          const unsigned char* row = sx + r * C::kStageK * 2;
-          xv[j] = x_for_weight_half<W>(row + swizzle<C::kXChunks, 1>(r, 8 * q + 2 * t) * 16,
-                                       row + swizzle<C::kXChunks, 1>(r, 8 * q + 2 * t + 1) * 16,
-                                       h);
+          xv[j] = *reinterpret_cast<const uint4*>(
+              sx + r * C::kStageK * 2 + swizzle<C::kXChunks, 1>(r, 8 * q + 2 * t + h) * 16);
         }
 #pragma unroll
         for (int i = 0; i < C::kTilesN; ++i) {
-          const uint4 lo = h ? widen_bytes8<T, W>(wq[i][0].z, wq[i][0].w)
-                             : widen_bytes8<T, W>(wq[i][0].x, wq[i][0].y);
-          const uint4 hi = h ? widen_bytes8<T, W>(wq[i][1].z, wq[i][1].w)
-                             : widen_bytes8<T, W>(wq[i][1].x, wq[i][1].y);
+          const uint4 lo = widen_group_half<T, W>(wq[i][0], h);
+          const uint4 hi = widen_group_half<T, W>(wq[i][1], h);
 #pragma unroll
-          for (int j = 0; j < C::kTilesM; ++j)
-            mma_chunk<T>(sums[i][j], lo, hi, xv[j]);
+          for (int j = 0; j < C::kTilesM; ++j) mma_chunk<T>(sums[i][j], lo, hi, xv[j]);
         }
       }
       if constexpr (kGrouped) {

@@ -38,7 +38,7 @@ __device__ __forceinline__ uint32_t int8_pair(uint32_t word, int i) {
 }
 
 // Four weights (the bytes of `word`) as 4 T: .x bytes 0 and 1, .y bytes 2 and 3 (two fragment
-// registers).
+// registers; an int8 layout word: k 2t, 2t + 1 and 2t + 8, 2t + 9 of its group).
 template <typename T, typename W>
 __device__ __forceinline__ uint2 widen_bytes4(uint32_t word) {
   static_assert(std::is_same_v<W, int8_t> || std::is_same_v<W, KvFp8>);
@@ -50,52 +50,25 @@ __device__ __forceinline__ uint2 widen_bytes4(uint32_t word) {
   }
 }
 
-// Eight weights (8 bytes: words lo, hi) as 8 T (one 16-byte fragment chunk), in order.
+// Half of a stored group of 16 weights (the 16 bytes q: int8 in kernels/int8_layout.h's order,
+// word j holding k 2j, 2j + 1, 2j + 8, 2j + 9; E4M3 in column order) as 8 T of k 8h .. 8h + 7,
+// in column order: int8's k pairs of half h are the halves h of the four words.
 template <typename T, typename W>
-__device__ __forceinline__ uint4 widen_bytes8(uint32_t lo, uint32_t hi) {
-  const uint2 first = widen_bytes4<T, W>(lo), second = widen_bytes4<T, W>(hi);
-  return make_uint4(first.x, first.y, second.x, second.y);
+__device__ __forceinline__ uint4 widen_group_half(const uint4& q, int h) {
+  if constexpr (std::is_same_v<W, int8_t>) {
+    return make_uint4(int8_pair<T>(q.x, h), int8_pair<T>(q.y, h), int8_pair<T>(q.z, h),
+                      int8_pair<T>(q.w, h));
+  } else {
+    const uint2 first = widen_bytes4<T, W>(h ? q.z : q.x), second = widen_bytes4<T, W>(h ? q.w : q.y);
+    return make_uint4(first.x, first.y, second.x, second.y);
+  }
 }
 
-// A chunk of 16 weights (k 0..15 of the chunk) as two chunks of 8 T: k 0..7 and k 8..15.
+// A stored group of 16 weights as two chunks of 8 T: k 0..7 and k 8..15.
 template <typename T, typename W>
 __device__ __forceinline__ void widen_bytes16(const uint4& q, uint4& first, uint4& second) {
-  first = widen_bytes8<T, W>(q.x, q.y);
-  second = widen_bytes8<T, W>(q.z, q.w);
-}
-
-// x's two 8-k chunks of a 16-k group (k 0..7 and 8..15, T) paired with that group's widened
-// weights (widen_bytes16's first and second, or widen_bytes8 of its low and high 8 bytes), for the
-// kernels that feed the tensor cores x from registers: int8 weights are stored in
-// kernels/int8_layout.h's order (stored pairs 0..3 are k pairs 0, 4, 1, 5 of the group, 4..7 are
-// 2, 6, 3, 7), E4M3 codes in column order.
-template <typename W>
-struct XInWeightOrder {
-  uint4 first, second;
-  __device__ __forceinline__ XInWeightOrder(const uint4& k0, const uint4& k8) {
-    if constexpr (std::is_same_v<W, int8_t>) {
-      first = make_uint4(k0.x, k8.x, k0.y, k8.y);
-      second = make_uint4(k0.z, k8.z, k0.w, k8.w);
-    } else {
-      first = k0;
-      second = k8;
-    }
-  }
-};
-
-// The same from shared memory, half a group at a time: x's 8 k (as 16 bytes of T) that meet bytes
-// 8h .. 8h + 7 of a lane's 16 weight bytes of a 16-k group, from the group's x chunks (k 0..7 at
-// `k0`, 8..15 at `k8`, 16-byte aligned): for E4M3 chunk h, for int8 the halves h of both.
-template <typename W>
-__device__ __forceinline__ uint4 x_for_weight_half(const unsigned char* k0, const unsigned char* k8,
-                                                   int h) {
-  if constexpr (std::is_same_v<W, int8_t>) {
-    const uint2 a = *reinterpret_cast<const uint2*>(k0 + 8 * h);
-    const uint2 b = *reinterpret_cast<const uint2*>(k8 + 8 * h);
-    return make_uint4(a.x, b.x, a.y, b.y);
-  } else {
-    return *reinterpret_cast<const uint4*>(h ? k8 : k0);
-  }
+  first = widen_group_half<T, W>(q, 0);
+  second = widen_group_half<T, W>(q, 1);
 }
 
 }  // namespace lmx::kernels::cuda

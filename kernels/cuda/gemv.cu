@@ -36,8 +36,9 @@
 //   evenly: every block gets the same number of tiles, give or take one in a few blocks.
 //
 // - int8 weights (dynamic_int8, W8A16, one fp32 scale an output row): the same kernel with W =
-//   int8_t. A 16-byte chunk then holds 16 k of a row; the lane converts it in registers to two
-//   8-k chunks of T (exact: |q| <= 127) and feeds two mma steps with the two matching x chunks,
+//   int8_t. A 16-byte chunk then holds 16 k of a row (in kernels/int8_layout.h's order); the lane
+//   converts it in registers to two 8-k chunks of T in column order (exact: |q| <= 127;
+//   byte_weights.cuh) and feeds two mma steps with the two matching x chunks,
 //   so the k order stays the same permutation on both operands. Half the bytes a k, so an
 //   iteration has half the k-steps and the ring one more stage (the same 64 KB an SM in flight).
 //   The row's scale multiplies the tile's fp32 sums before the epilogue.
@@ -188,9 +189,8 @@ __device__ __forceinline__ void weight_step(float (&acc)[4], const uint4& w_lo, 
     uint4 lo0, lo1, hi0, hi1;
     widen_bytes16<T, W>(w_lo, lo0, lo1);
     widen_bytes16<T, W>(w_hi, hi0, hi1);
-    const XInWeightOrder<W> x(xv[0], xv[1]);
-    mma_step<T>(acc, lo0, hi0, x.first);
-    mma_step<T>(acc, lo1, hi1, x.second);
+    mma_step<T>(acc, lo0, hi0, xv[0]);
+    mma_step<T>(acc, lo1, hi1, xv[1]);
   } else {
     mma_step<T>(acc, w_lo, w_hi, xv[0]);
   }
