@@ -131,7 +131,11 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
   constexpr bool k16bit = sizeof(T) == 2;
   const int vecs = cols / 8;
   constexpr int kLongBlock = 1024;
+  // (int8 rows padded past cols take the general kernel: the padding's zeros belong inside the
+  // last group of the layout, kernels/int8_layout.h, where this kernel's zero fill would not put
+  // them.)
   const bool held = k16bit && cols % 8 == 0 && ld % 8 == 0 && vecs <= 2 * kLongBlock &&
+                    (!F::kInt8Layout || ld == cols) &&
                     ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(q)) & 15u) == 0;
   if (!held) {
     quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
