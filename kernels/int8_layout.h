@@ -7,7 +7,8 @@
 // The last ld % 16 columns of a row of ld (a partial group) stay in column order. The W8A16
 // wgmma GEMM (kernels/cuda/byte_weight_wgmma.cu) reads x from shared memory in column order and
 // needs the weights this way; the kernels that feed the tensor cores x from registers (the decode
-// GEMV, the mma.sync GEMM) pair x's columns to match; an int8 x int8 GEMM (cuBLASLt, the W8A8
+// GEMV, the mma.sync GEMM) widen a stored group back into column order in registers at no cost
+// (kernels/cuda/byte_weights.cuh); an int8 x int8 GEMM (cuBLASLt, the W8A8
 // wgmma kernel) sums over k in any order as long as both operands share it, which they do when
 // both were written by quantize_rows_int8 (kernels/quantize.h) with the same row length.
 // E4M3 codes stay in column order (the FP8 GEMM's weights: kernels/fp8_linear.h).

@@ -1,8 +1,8 @@
 // One-byte weights (dynamic_int8's and smoothquant's int8 values, stored in kernels/int8_layout.h's
-// order; fp8's E4M3 codes, in column order) widened to 16-bit mma fragments in registers, exactly (every int8 value and every E4M3 value is an fp16
-// and a bf16 value): the decode GEMV (gemv.cu) and the byte-weight GEMM's kernels
-// (byte_weight_mma.cu, byte_weight_wgmma.cu) read one byte a weight from memory and feed the
-// tensor cores T. W = int8_t or KvFp8.
+// order; fp8's E4M3 codes, in column order) widened to 16-bit mma fragments in registers, exactly
+// (every int8 value and every E4M3 value is an fp16 and a bf16 value): the decode GEMV (gemv.cu)
+// and the byte-weight GEMM's kernels (byte_weight_mma.cu, byte_weight_wgmma.cu) read one byte a
+// weight from memory and feed the tensor cores T. W = int8_t or KvFp8.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,8 +25,8 @@ __device__ __forceinline__ uint32_t int8_pair(uint32_t word, int i) {
   const uint32_t u = word ^ 0x80808080u;  // each byte: q + 128
   if constexpr (std::is_same_v<T, __half>) {
     const uint32_t biased = __byte_perm(u, 0x64646464u, i == 0 ? 0x5140u : 0x5342u);
-    const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&biased),
-                              __half2half2(__ushort_as_half(0x6480)));
+    const __half2 v =
+        __hsub2(*reinterpret_cast<const __half2*>(&biased), __half2half2(__ushort_as_half(0x6480)));
     return *reinterpret_cast<const uint32_t*>(&v);
   } else {
     const float lo =
@@ -59,7 +59,8 @@ __device__ __forceinline__ uint4 widen_group_half(const uint4& q, int h) {
     return make_uint4(int8_pair<T>(q.x, h), int8_pair<T>(q.y, h), int8_pair<T>(q.z, h),
                       int8_pair<T>(q.w, h));
   } else {
-    const uint2 first = widen_bytes4<T, W>(h ? q.z : q.x), second = widen_bytes4<T, W>(h ? q.w : q.y);
+    const uint2 first = widen_bytes4<T, W>(h ? q.z : q.x),
+                second = widen_bytes4<T, W>(h ? q.w : q.y);
     return make_uint4(first.x, first.y, second.x, second.y);
   }
 }

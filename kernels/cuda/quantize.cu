@@ -70,15 +70,15 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
 // kBlock threads holds kVecs 16-byte pieces (8 values each; vector j = thread + i x kBlock) in
 // registers from the max to the codes, and stores 8 codes at once. At most 4 pieces a thread (32
 // values): with 8, Llama's 11008-wide rows ran no faster than the general kernel on the H100 (88
-// against 94 us at 4096 rows), so long rows take 1024 threads. Same arithmetic, same codes; it reads x
-// once with 16-byte loads where quantize_rows_kernel reads it twice with 2-byte ones (the
+// against 94 us at 4096 rows), so long rows take 1024 threads. Same arithmetic, same codes; it
+// reads x once with 16-byte loads where quantize_rows_kernel reads it twice with 2-byte ones (the
 // per-token quantization of fp8 and smoothquant activations, ~a quarter of an fp8 projection's
 // time at 4096 rows before it).
 template <typename T, typename F, int kBlock, int kVecs>
 __global__ void __launch_bounds__(kBlock)
     quantize_rows_held_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
-                              typename F::Code* __restrict__ q, float* __restrict__ scale,
-                              int cols, int ld) {
+                              typename F::Code* __restrict__ q, float* __restrict__ scale, int cols,
+                              int ld) {
   __shared__ float scratch[33];
   const int vecs = cols / 8;
   const uint4* row = reinterpret_cast<const uint4*>(w + size_t(blockIdx.x) * cols);
@@ -194,8 +194,8 @@ __global__ void dequantize_groups_kernel(const uint4* __restrict__ q,
 
 // Grid-stride over codes [rows, ld].
 template <typename T>
-__global__ void encode_rows_kernel(const T* __restrict__ x, uint8_t* __restrict__ codes,
-                                   size_t n, int cols, int ld) {
+__global__ void encode_rows_kernel(const T* __restrict__ x, uint8_t* __restrict__ codes, size_t n,
+                                   int cols, int ld) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
     const size_t r = i / size_t(ld);
@@ -236,8 +236,8 @@ void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* sc
 }
 
 template <typename T>
-void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols,
-                        int codes_ld, cudaStream_t stream) {
+void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols, int codes_ld,
+                        cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   if (codes_ld < cols)
     throw std::invalid_argument("quantize_rows_e4m3: codes_ld " + std::to_string(codes_ld) +
@@ -253,7 +253,8 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
   const auto grid = [](size_t items) {
     return int(std::min<size_t>((items + kThreads - 1) / kThreads, 132 * 16));
   };
-  const bool aligned = ((reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) & 15u) == 0;
+  const bool aligned =
+      ((reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) & 15u) == 0;
   if (cols % kInt8LayoutGroup == 0 && aligned) {
     const size_t groups = n / kInt8LayoutGroup;
     dequantize_groups_kernel<T><<<grid(groups), kThreads, 0, stream>>>(
@@ -263,13 +264,13 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
   dequantize_rows_kernel<T><<<grid(n), kThreads, 0, stream>>>(q, scale, out, n, cols);
 }
 
-#define LMX_INSTANTIATE(T)                                                                 \
-  template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int,    \
-                                      cudaStream_t);                                       \
-  template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int, int, \
-                                      cudaStream_t);                                       \
+#define LMX_INSTANTIATE(T)                                                                        \
+  template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int,          \
+                                      cudaStream_t);                                              \
+  template void quantize_rows_int8<T>(const T*, const float*, int8_t*, float*, int, int, int,     \
+                                      cudaStream_t);                                              \
   template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t); \
-  template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t); \
+  template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t);   \
   template void encode_rows_e4m3<T>(const T*, uint8_t*, int, int, int, cudaStream_t);
 LMX_INSTANTIATE(float)
 LMX_INSTANTIATE(__half)

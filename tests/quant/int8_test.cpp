@@ -43,7 +43,7 @@ Quantized quantize(const Case& c, const std::vector<float>& w) {
   return q;
 }
 
-const Case kCases[] = {{1, 64, 64}, {7, 64, 64},  {67, 64, 64}, {1, 67, 67}, {7, 67, 67},
+const Case kCases[] = {{1, 64, 64},  {7, 64, 64}, {67, 64, 64}, {1, 67, 67},   {7, 67, 67},
                        {67, 67, 67}, {7, 64, 16}, {67, 64, 32}, {5, 256, 128}, {3, 96, 32}};
 
 TEST(Int8Quantize, ScalesAndValuesMatchTheDoubleFormula) {
@@ -93,7 +93,8 @@ TEST(Int8Quantize, RoundsHalfToEven) {
   float s = 0.0f;
   cpu::quantize_int8("ties", w.data(), 1, int64_t(w.size()), int64_t(w.size()), q.data(), &s);
   EXPECT_EQ(s, 1.0f);
-  EXPECT_EQ(std::vector<int>(q.begin(), q.end()), (std::vector<int>{127, 0, 2, 2, -2, 0, 126, -126}));
+  EXPECT_EQ(std::vector<int>(q.begin(), q.end()),
+            (std::vector<int>{127, 0, 2, 2, -2, 0, 126, -126}));
 }
 
 TEST(W8A16Linear, MatchesTheDoubleFormula) {
