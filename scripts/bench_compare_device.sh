@@ -9,7 +9,6 @@
 # build-variant/ and run after the other two.
 source "$(dirname "$0")/device_check_common.sh" bench-out  # configure_tree, $out
 set -e
-[[ -d .devdeps ]] && source scripts/unpack_device_deps.sh
 configure_tree . build-gpu
 builds=(build-gpu)
 if [[ -n ${BASE_SRC:-} ]]; then

@@ -7,7 +7,6 @@
 # GEMM run first. BENCH_ROWS (default 64,128,256,512,4096) and BENCH_ARGS go to every run.
 # Logs under $OUT (gemm-<build>-<round>.txt). Carry: .devdeps and the source trees named.
 source "$(dirname "$0")/device_check_common.sh" byte-gemm-compare
-source scripts/unpack_device_deps.sh
 bench=${BENCH_BIN:-lmx_bench_byte_weight_gemm}
 tests='*ByteWeight*:*Int8*'
 [[ $bench == lmx_bench_int8_gemm ]] && tests='*W8A8*:*Int8Gemm*'

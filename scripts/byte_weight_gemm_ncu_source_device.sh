@@ -5,7 +5,6 @@
 # (default "qkv 128;o_proj 128"); prints each one's 22 instructions with the most samples.
 # Logs (the whole CSV) under $OUT. Carry: .devdeps.
 source scripts/device_check_common.sh ncu-source
-source scripts/unpack_device_deps.sh
 build_gpu "lmx lmx_bench_byte_weight_gemm" 360 || exit 1
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 IFS=";" read -ra specs <<<"${NCU_SPECS:-qkv 128;o_proj 128}"

@@ -13,7 +13,6 @@ base_src=${BASE_SRC:-.cache/base-src}
 case ${PHASE:-all} in
 build | all)
   step "build tree and base"
-  source scripts/unpack_device_deps.sh  # the base's configure needs its pkg-config paths
   (configure_tree "$base_src" build-base &&
     ninja -C build-base lmx lmx_bench_attention >"$out/build-base.log" 2>&1
     echo "base build exit $?") &

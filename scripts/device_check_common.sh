@@ -6,7 +6,8 @@
 # configure_tree SRC BUILD (a Release sm_90a configure of a source tree), build_base (lmx from
 # BASE_SRC, an earlier commit's `git archive` carried as .cache/base-src, into build-base/), and
 # limit SECONDS: a step's own time limit, or what is left of the call's CALL_BUDGET (default 570 s,
-# inside the device's 10 minutes) less a margin.
+# inside the device's 10 minutes) less a margin; with .devdeps carried, its ICU / PCRE2 unpacked
+# and on the paths (scripts/unpack_device_deps.sh).
 # Usage: source scripts/device_check_common.sh NAME   (NAME: the local log folder without $OUT)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,10 +21,12 @@ step() { echo "== [$((SECONDS - started)) s] $*"; }
 if [[ -d .cache/shared_models && ! -d ../shared/models ]]; then
   mkdir -p ../shared && cp -r .cache/shared_models ../shared/models
 fi
+# The carried ICU / PCRE2 (scripts/pack_device_deps.sh), once for the whole call: the pkg-config
+# paths every configure needs and the library path of every program run.
+if [[ -d .devdeps ]]; then source scripts/unpack_device_deps.sh; fi
 build_gpu() {
   LMX_GPU_TARGETS="$1" LMX_GPU_SUITES="none" timeout "$2" bash scripts/gpu_tests.sh \
     >"$out/build.log" 2>&1
-  source scripts/unpack_device_deps.sh
   [[ -x build-gpu/bin/lmx ]] || { tail -30 "$out/build.log"; return 1; }
 }
 # A Release sm_90a configure of source tree $1 into build dir $2, its log in $out, against the

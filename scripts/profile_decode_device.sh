@@ -7,9 +7,6 @@
 # PROFILE_CONTEXT (512), PROFILE_PREFILL (the profiled run's prompt, 4096), PROFILE_DTYPE (fp16),
 # PROFILE_ARGS (more `lmx bench` options, e.g. "--quantize dynamic_int8"), SKIP_BUILD=1.
 source "$(dirname "$0")/device_check_common.sh" build-gpu/profile  # configure_tree, $out
-# The device has no ICU / PCRE2 / BLAS (scripts/pack_device_deps.sh): the carried ones, for the
-# build and for the programs run (also with the build skipped).
-[[ -d .devdeps ]] && source scripts/unpack_device_deps.sh
 set -e
 if [[ -z ${SKIP_BUILD:-} ]]; then
   configure_tree . build-gpu || { tail -30 "$out/configure-build-gpu.log"; exit 1; }

@@ -15,9 +15,6 @@
 #   BENCH_BIN=build/bin BENCH_MODEL=../shared/models/tinystories-656k BENCH_REQUESTS=20 \
 #   BENCH_PROMPT=64 BENCH_NEW=16 BENCH_CONC_A=4 BENCH_CONC_B=2 OUT=/tmp/sb bash scripts/serving_bench_device.sh
 source "$(dirname "$0")/device_check_common.sh" build-gpu/serving-bench  # configure_tree, $out
-# The device has no ICU / PCRE2 / BLAS (scripts/pack_device_deps.sh): the carried ones, for the
-# build and for the programs run (also with the build skipped).
-[[ -d .devdeps ]] && source scripts/unpack_device_deps.sh
 model=${BENCH_MODEL:-.cache/bench_model}
 phases=${BENCH_PHASES:-a b c d}
 requests=${BENCH_REQUESTS:-256}

@@ -10,7 +10,6 @@
 # 2..4). Each step is bounded so the call ends inside the device's 10 minutes; logs under $OUT.
 # Carry: .devdeps, .cache/shared_models, .cache/base-src, .cache/shard70b.
 source "$(dirname "$0")/device_check_common.sh" tp-decode-check
-source scripts/unpack_device_deps.sh
 nvidia-smi --query-gpu=name --format=csv,noheader | uniq -c
 step "build tree and base"
 build_base &

@@ -13,7 +13,6 @@
 #     70B one with the tree only).
 # Logs under $OUT. Carry: .devdeps, .cache/shared_models, .cache/base-src.
 source "$(dirname "$0")/device_check_common.sh" tp-draw-load
-source scripts/unpack_device_deps.sh  # ICU / PCRE2 / BLAS: the base's configure, every run
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 free -g | head -2
 load_sparse() {  # BUILD "SHAPE DEGREE"...: a sparse checkpoint of each shape loaded at the degree
