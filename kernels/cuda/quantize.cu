@@ -253,9 +253,9 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
   const auto grid = [](size_t items) {
     return int(std::min<size_t>((items + kThreads - 1) / kThreads, 132 * 16));
   };
-  const bool aligned =
-      ((reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) & 15u) == 0;
-  if (cols % kInt8LayoutGroup == 0 && aligned) {
+  // Rows of whole layout groups (a 16-byte pack of codes is one group), q and out aligned.
+  static_assert(kInt8LayoutGroup == 16);
+  if (detail::vec_ok(cols, sizeof(int8_t), {q, out})) {
     const size_t groups = n / kInt8LayoutGroup;
     dequantize_groups_kernel<T><<<grid(groups), kThreads, 0, stream>>>(
         reinterpret_cast<const uint4*>(q), scale, out, groups, cols / kInt8LayoutGroup);
