@@ -394,9 +394,9 @@ class CudaBackend final : public Backend {
   //  - dynamic_int8 up to kByteGemmMaxRows rows, and up to kWgmmaByteGemmMaxRows where the GEMM
   //    runs its wgmma kernel (Hopper), where they measured faster than expanding the projection
   //    for cuBLAS (bench/RESULTS.md: with int8 rows in fragment order, kernels/int8_layout.h,
-  //    the kernel runs at 0.82-0.89x fp16's rate from 512 rows on, and the expansion costs
-  //    ~3 bytes of traffic a weight whatever the rows); more rows (long prefill chunks) and
-  //    K % 16 != 0 take dense() and cuBLAS.
+  //    the kernel runs at 0.69-0.90x fp16's rate at 512 rows, 0.79-0.87x at 4096, and the
+  //    expansion costs ~3 bytes of traffic a weight whatever the rows; prefill 1024 measured
+  //    faster this way); more rows (long prefill chunks) and K % 16 != 0 take dense() and cuBLAS.
   //  - fp8 up to kFp8ByteGemmMaxRows rows, on the decode path (CudaBackendOptions::skinny_gemv,
   //    as the GEMV): decode steps of 12 and 16 rows took 5-8% less time than through the W8A8 FP8
   //    GEMM (which also quantizes the activations first), of 24 and 31 rows 2-7% more
