@@ -55,10 +55,6 @@ class ByteWeightGemm {
     // tests; 0 x 0: chosen by M. Off Hopper the plan stays mma.sync (plan().wgmma says which
     // ran).
     int wgmma_rows_m = 0, wgmma_rows_n = 0;
-    // The wgmma kernel's CTAs a thread-block cluster: 1, or 2 (each pair of neighbouring
-    // weight-row tiles of the same x rows reads x from L2 once, through TMA multicast). 2 measured
-    // 15-45% slower at 128-4096 rows (H100, bench/RESULTS.md): 1 is the default.
-    int wgmma_cluster = 1;
     // Each block walks its share of K from its own stage (byte_weight_gemm.cuh, rotation_start),
     // so that blocks running together do not all read the same k of the shared x rows at once.
     bool rotate_k = true;
@@ -83,10 +79,7 @@ class ByteWeightGemm {
     bool wgmma = false;
     int rows_per_tile = 0, weight_rows_per_tile = 0;
     int tiles_m = 0, tiles_n = 0, splits = 1, stages_per_split = 0;
-    int cluster = 1;  // wgmma: CTAs a cluster
     int tiles() const { return tiles_m * tiles_n; }
-    // Blocks a split (tiles_n rounded up to whole clusters).
-    int blocks() const { return tiles_m * ((tiles_n + cluster - 1) / cluster * cluster); }
   };
   Plan plan(int M, int N, int K, bool grouped = false) const;
 

@@ -11,9 +11,8 @@
 // around 20 rounds after a warm-up), TFLOP/s (2 M N K / time), the weights' GB/s (their bytes /
 // time) and the speed-up over fp16.
 // Usage: lmx_bench_byte_weight_gemm [--rows 16,32,64,128,512,4096] [--shape NAME]
-//        [--blocks-per-sm B] [--splits S] [--max-tile-rows R] [--wgmma-cluster C]
-//        (ByteWeightGemm's split target, S splits of K instead of the planned, the mma.sync tile
-//        cap, wgmma CTAs a cluster sharing x)
+//        [--blocks-per-sm B] [--splits S] [--max-tile-rows R] (ByteWeightGemm's split target,
+//        S splits of K instead of the planned, the mma.sync tile cap)
 //        [--wgmma-min-rows R] [--wgmma-tile MxN] (where the wgmma kernel starts; its tile)
 //        [--no-rotate] (every block walks K from its start: Options::rotate_k off)
 // The int8 column is what ByteWeightGemm plans (wgmma from 64 rows on Hopper), "int8 mma.sync"
@@ -144,9 +143,9 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::ByteWeightGemm& bw
     std::printf(" | %s %7.1f us %4.0f TF %5.0f GB/s %.2fx", name, us, flop / (us * 1e6),
                 weight_bytes / (us * 1e3), fp16_us / us);
   };
-  std::printf("%-8s %5d %5dx%-5d (%s tile %d x %d, %d tiles, %d splits%s)", s.name, M, s.N, s.K,
+  std::printf("%-8s %5d %5dx%-5d (%s tile %d x %d, %d tiles, %d splits)", s.name, M, s.N, s.K,
               plan.wgmma ? "wgmma" : "mma.sync", plan.rows_per_tile, plan.weight_rows_per_tile,
-              plan.tiles(), plan.splits, plan.cluster > 1 ? ", CTA pairs" : "");
+              plan.tiles(), plan.splits);
   col("fp16", fp16_us, 2.0 * wn);
   col("dequant", dequant_us, double(wn));
   col("int8", int8_us, double(wn));
@@ -188,8 +187,6 @@ int main(int argc, char** argv) {
       options.max_tile_rows = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--no-rotate")) {
       options.rotate_k = false;
-    } else if (!std::strcmp(argv[i], "--wgmma-cluster") && i + 1 < argc) {
-      options.wgmma_cluster = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--wgmma-min-rows") && i + 1 < argc) {
       options.wgmma_min_rows = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--wgmma-tile") && i + 1 < argc &&
@@ -200,8 +197,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: lmx_bench_byte_weight_gemm [--rows 16,32,...] [--shape qkv|gate_up|"
                    "down|o_proj|lm_head] [--blocks-per-sm B] [--splits S] [--max-tile-rows R] "
-                   "[--wgmma-min-rows R] [--wgmma-tile MxN] [--wgmma-cluster 1|2] "
-                   "[--no-rotate]\n");
+                   "[--wgmma-min-rows R] [--wgmma-tile MxN] [--no-rotate]\n");
       return 2;
     }
   }

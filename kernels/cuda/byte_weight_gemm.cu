@@ -30,9 +30,6 @@ ByteWeightGemm::ByteWeightGemm(const Options& options)
     throw std::invalid_argument(
         "byte-weight GEMM: no wgmma tile of " + std::to_string(forced.rows_m) + " x " +
         std::to_string(forced.rows_n) + " x rows by weight rows (64 x 128 or 128 x 128)");
-  if (options_.wgmma_cluster != 1 && options_.wgmma_cluster != 2)
-    throw std::invalid_argument("byte-weight GEMM: wgmma clusters of 1 or 2 CTAs (got " +
-                                std::to_string(options_.wgmma_cluster) + ")");
   const GpuProperties& gpu = current_gpu();
   sms_ = gpu.sms;
   hopper_ = gpu.hopper();
@@ -69,8 +66,8 @@ constexpr int kWgmmaMinStagesPerSplit = 8;
 byte_gemm::WgmmaShape wgmma_shape(const ByteWeightGemm::Options& o, bool hopper, int M,
                                   bool grouped) {
   if (!hopper || grouped || M < o.wgmma_min_rows) return {};
-  if (o.wgmma_rows_m != 0) return {o.wgmma_rows_m, o.wgmma_rows_n, o.wgmma_cluster};
-  return {M <= 64 ? 64 : 128, 128, o.wgmma_cluster};
+  if (o.wgmma_rows_m != 0) return {o.wgmma_rows_m, o.wgmma_rows_n};
+  return {M <= 64 ? 64 : 128, 128};
 }
 
 }  // namespace
@@ -82,7 +79,6 @@ ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) con
     p.wgmma = true;
     p.rows_per_tile = shape.rows_m;
     p.weight_rows_per_tile = shape.rows_n;
-    p.cluster = shape.cluster;
     stages = (K + byte_gemm::kWgmmaStageK - 1) / byte_gemm::kWgmmaStageK;
   } else {
     const byte_gemm::MmaTile tile = byte_gemm::mma_tile(M, options_.max_tile_rows);
@@ -93,16 +89,16 @@ ByteWeightGemm::Plan ByteWeightGemm::plan(int M, int N, int K, bool grouped) con
   p.tiles_m = (M + p.rows_per_tile - 1) / p.rows_per_tile;
   p.tiles_n = (N + p.weight_rows_per_tile - 1) / p.weight_rows_per_tile;
   // Few tiles split K until the grid has blocks_per_sm blocks an SM (wgmma: one); or
-  // options.splits. Never more than the workspace holds, nor blocks than its tile counts.
+  // options.splits. Never more than the workspace holds, nor more tiles than it counts.
   int splits = 1;
-  if (p.blocks() <= byte_gemm::kMaxSplitTiles) {
+  if (p.tiles() <= byte_gemm::kMaxSplitTiles) {
     if (options_.splits > 0) {
       splits = options_.splits;
     } else {
       const int blocks_per_sm = p.wgmma ? 1 : options_.blocks_per_sm;
       const int target = std::max(1, sms_) * blocks_per_sm;
       const int min_stages = p.wgmma ? kWgmmaMinStagesPerSplit : kMinStagesPerSplit;
-      splits = std::min({target / std::max(1, p.blocks()), byte_gemm::kMaxSplits,
+      splits = std::min({target / std::max(1, p.tiles()), byte_gemm::kMaxSplits,
                          stages / min_stages});
     }
     while (splits > 1 && size_t(splits) * size_t(M) * size_t(N) > partial_floats_) --splits;
@@ -146,11 +142,9 @@ void ByteWeightGemm::run(const T* x, const LinearWeights<T>& w, Out* y, int M,
                                      p.stages_per_split,
                                      partials_,
                                      counters_,
-                                     options_.rotate_k,
-                                     p.cluster,
-                                     p.blocks()};
+                                     options_.rotate_k};
   if (p.wgmma) {
-    const byte_gemm::WgmmaShape shape{p.rows_per_tile, p.weight_rows_per_tile, p.cluster};
+    const byte_gemm::WgmmaShape shape{p.rows_per_tile, p.weight_rows_per_tile};
     if (w.fp8()) return byte_gemm::launch_wgmma<T, KvFp8, Out>(args, shape, stream);
     return byte_gemm::launch_wgmma<T, int8_t, Out>(args, shape, stream);
   }

@@ -31,26 +31,16 @@ struct Args {
   int tiles_m, tiles_n;
   int splits, stages_per_split;  // stages (a kernel's stage of k each) a split covers
   float* partials;               // [splits][M][N] when splits > 1
-  int* counters;                 // [blocks along x] when splits > 1
+  int* counters;                 // [tiles] when splits > 1
   bool rotate;                   // each block starts at its own stage (rotation_start)
-  // CTAs a thread-block cluster (wgmma: 1 or 2), along x: a cluster's CTAs take neighbouring
-  // weight-row tiles of the same x rows (tiles_n rounded up to a multiple of it: a CTA past N
-  // computes nothing it stores).
-  int cluster;
-  int blocks_x;  // blocks along x: a block a tile, tiles_n rounded up to whole clusters
 };
 
-// Where walker `walker` of `walkers` (a block, or a cluster whose CTAs share x stages) starts its
-// walk over a split's `stages` when Args::rotate.
-__device__ __forceinline__ int rotation_start(bool rotate, int stages, int walker, int walkers) {
-  return rotate ? int((long long)walker * stages / walkers) : 0;
-}
 // Where a block's walk over its split's `stages` starts when Args::rotate: the blocks spread
 // evenly over them (block b of B at stage b x stages / B), so that blocks running together read
 // different k of the x rows they all share instead of the same lines at the same time; each then
 // wraps around. A tile's order depends on its block index only: the same sums every call.
 __device__ __forceinline__ int rotation_start(bool rotate, int stages) {
-  return rotation_start(rotate, stages, blockIdx.x, gridDim.x);
+  return rotate ? int((long long)blockIdx.x * stages / gridDim.x) : 0;
 }
 // Step s of the walk starting at `start`: the stage it reads.
 __device__ __forceinline__ int rotated(int s, int stages, int start) {
@@ -188,23 +178,20 @@ __device__ __forceinline__ void finish_tile(const Args<T, Out>& a, int split, Ti
   for_each([&](int m, int n, float& v) { store(a.y, size_t(m) * a.N + n, v); });
 }
 
-// Launches kernel(lead..., args) over the plan's grid (a block a tile along x, in clusters of
-// args.cluster, a split of K along y: finish_tile counts a tile's splits by blockIdx.x) with
-// `smem` bytes of dynamic shared memory, raised on every launch (cheap, allowed during graph
-// capture). `lead`: what a kernel takes before its Args (the wgmma kernel's TMA maps). A launch
-// error is left for cudaGetLastError, as with <<< >>>.
+// Launches kernel(lead..., args) over the plan's grid (a block a tile along x, a split of K along
+// y: finish_tile counts a tile's splits by blockIdx.x) with `smem` bytes of dynamic shared memory,
+// raised on every launch (cheap, allowed during graph capture). `lead`: what a kernel takes before
+// its Args (the wgmma kernel's TMA maps). A launch error is left for cudaGetLastError, as with
+// <<< >>>.
 template <typename Kernel, typename T, typename Out, typename... Lead>
 void launch_tiles(Kernel kernel, int threads, int smem, const Args<T, Out>& args,
                   cudaStream_t stream, const Lead&... lead) {
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(args.blocks_x, args.splits);
+  config.gridDim = dim3(args.tiles_m * args.tiles_n, args.splits);
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute cluster = detail::cluster_attribute(unsigned(args.cluster));
-  config.attrs = &cluster;
-  config.numAttrs = args.cluster > 1 ? 1 : 0;
   (void)cudaLaunchKernelEx(&config, kernel, lead..., args);
 }
 
@@ -231,10 +218,9 @@ template <typename T, typename W, typename Out>
 void launch_mma(const Args<T, Out>& args, int max_rows, cudaStream_t stream);
 
 // The wgmma kernel (byte_weight_wgmma.cu, sm_90a): its tile shapes, x rows by weight rows
-// (64 x 128, 128 x 128; one block an SM) and clusters (1 or 2), and its launch.
+// (64 x 128, 128 x 128; one block an SM), and its launch.
 struct WgmmaShape {
   int rows_m = 0, rows_n = 0;
-  int cluster = 1;  // CTAs a cluster sharing their x stages through TMA multicast: 1 or 2
 };
 bool wgmma_shape_exists(WgmmaShape shape);
 template <typename T, typename W, typename Out>

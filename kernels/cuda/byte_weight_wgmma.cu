@@ -19,11 +19,6 @@
 //   issues 8 wgmma of k 16 (64 weight rows x kRowsM x rows, fp32 sums). A stage's fragments are
 //   widened while the stage before is multiplied (two register sets); a slot goes back to the
 //   producer once both warpgroups' products of it are done.
-// In clusters of 2 CTAs (ByteWeightGemm::Options::wgmma_cluster; measured slower, off by
-// default): the pair takes neighbouring weight-row tiles of the same x rows, each CTA's producer
-// copies one of a stage's two x boxes into both CTAs (TMA multicast; x is two thirds of a 128-row
-// stage's bytes, read from L2 once a pair instead of once a CTA), and a slot is refilled once
-// the consumers of both CTAs are done with it (each arrives on both CTAs' empty barriers).
 // The end of a tile: unsplit, the row scales multiply the sums in registers and
 // byte_weight_gemm.cuh stores them; split, byte_weight_gemm.cuh's (the sums through the
 // workspace, scaled once added).
@@ -54,12 +49,10 @@ constexpr int kSteps = kWgmmaStageK / 16;  // wgmma k-steps a stage
 constexpr int kWBytes = kRowsN * kWgmmaStageK;  // a stage of weights: [128 rows][128 bytes]
 static_assert(kWgmmaStageK == 128, "a stage is one 128-byte swizzled row of weight bytes");
 
-// A block of kRowsM x rows (wgmma's N) a tile and a ring of kStages stages, in clusters of
-// kCluster CTAs (1 or 2) that share their x stages.
-template <int RowsM, int Stages, int Cluster>
+// A block of kRowsM x rows (wgmma's N) a tile and a ring of kStages stages.
+template <int RowsM, int Stages>
 struct Config {
-  static constexpr int kRowsM = RowsM, kStages = Stages, kCluster = Cluster;
-  static_assert(Cluster == 1 || Cluster == 2, "a stage's x is two boxes: one a CTA of a pair");
+  static constexpr int kRowsM = RowsM, kStages = Stages;
   static constexpr int kXBoxBytes = RowsM * 128;  // 64 k of the x rows: [kRowsM][64] T
   static constexpr int kXBytes = 2 * kXBoxBytes;  // a stage's 128 k
   // [kStages][x] [kStages][weights], 1024-aligned at run time (the slack).
@@ -78,18 +71,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ uint64_t full[C::kStages], empty[C::kStages];
   unsigned char* const x_slots = tma::align_1024(smem_raw);
   unsigned char* const w_slots = x_slots + C::kStages * C::kXBytes;
-  // A cluster takes neighbouring weight-row tiles of the same x rows (cluster_rank(): its CTAs'
-  // ranks follow blockIdx.x).
-  const int rank = C::kCluster > 1 ? int(tma::cluster_rank()) : 0;
   int tile_m, tile_n;
-  tile_of(blockIdx.x / C::kCluster, a.tiles_m, (a.tiles_n + C::kCluster - 1) / C::kCluster, tile_m,
-          tile_n);
-  tile_n = tile_n * C::kCluster + rank;
+  tile_of(blockIdx.x, a.tiles_m, a.tiles_n, tile_m, tile_n);
   const int n0 = tile_n * kRowsN, m0 = tile_m * C::kRowsM;
-  // The second CTA of a cluster's last pair when the weight-row tiles are odd: it copies and
-  // shares its x boxes, copies no weights, and multiplies whatever its slots hold into sums it
-  // never stores (every one is past N).
-  const bool past_n = n0 >= a.N;
   const int split = blockIdx.y;
   const int all_stages = (a.K + kWgmmaStageK - 1) / kWgmmaStageK;
   const int first_stage = split * a.stages_per_split;
@@ -98,42 +82,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       tma::barrier_init(&full[s], 1);   // the producer's arrival (+ the slot's bytes)
-      // Both consumer warpgroups of each CTA of the cluster, done with the slot (the producer
-      // then copies into the slot of every CTA).
-      tma::barrier_init(&empty[s], 2 * C::kCluster);
+      tma::barrier_init(&empty[s], 2);  // both consumer warpgroups, done with the slot
     }
     tma::fence_barrier_init();
   }
-  if constexpr (C::kCluster > 1)
-    tma::cluster_sync();  // the peers' barriers are ready before a copy or an arrival reaches them
-  else
-    __syncthreads();
+  __syncthreads();
 
   const bool consumer = threadIdx.x < kConsumers;
   float acc[C::kRowsM / 2] = {};
   if (!consumer) {
     if (threadIdx.x == kConsumers) {  // one thread issues every copy
-      // The CTAs of a cluster walk K in the same order (they share x stages).
-      const int start = rotation_start(a.rotate, stages, blockIdx.x / C::kCluster,
-                                       gridDim.x / C::kCluster);
+      const int start = rotation_start(a.rotate, stages);
       for (int s = 0; s < stages; ++s) {
         const int slot = s % C::kStages;
         // The slot's previous stage (s - kStages) has been multiplied.
-        if (s >= C::kStages)
-          tma::wait<(C::kCluster > 1)>(&empty[slot], (s / C::kStages - 1) & 1);
+        if (s >= C::kStages) tma::wait(&empty[slot], (s / C::kStages - 1) & 1);
         const int k = (first_stage + rotated(s, stages, start)) * kWgmmaStageK;
         unsigned char* const xs = x_slots + slot * C::kXBytes;
-        tma::arrive_expect_tx(&full[slot], C::kXBytes + (past_n ? 0 : kWBytes));
-        // x's map counts bytes: 2 a k. In a pair, each CTA copies one of the stage's two boxes
-        // into both.
-        if constexpr (C::kCluster == 1) {
-          tma::load_2d(xs, &x_map, 2 * k, m0, &full[slot]);
-          tma::load_2d(xs + C::kXBoxBytes, &x_map, 2 * k + 128, m0, &full[slot]);
-        } else {
-          tma::load_2d_multicast(xs + rank * C::kXBoxBytes, &x_map, 2 * k + 128 * rank, m0,
-                                 &full[slot], 0b11);
-        }
-        if (!past_n) tma::load_2d(w_slots + slot * kWBytes, &w_map, k, n0, &full[slot]);
+        tma::arrive_expect_tx(&full[slot], C::kXBytes + kWBytes);
+        // x's map counts bytes: 2 a k.
+        tma::load_2d(xs, &x_map, 2 * k, m0, &full[slot]);
+        tma::load_2d(xs + C::kXBoxBytes, &x_map, 2 * k + 128, m0, &full[slot]);
+        tma::load_2d(w_slots + slot * kWBytes, &w_map, k, n0, &full[slot]);
       }
     }
   } else {
@@ -182,10 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)  // read by stage s - 1's products, now done
         wgmma::fence_registers(frags[B ^ 1][k]);
-      if (s > 0 && leader) {
-        tma::arrive(&empty[(s - 1) % C::kStages]);
-        if constexpr (C::kCluster > 1) tma::arrive_cluster(&empty[(s - 1) % C::kStages], rank ^ 1);
-      }
+      if (s > 0 && leader) tma::arrive(&empty[(s - 1) % C::kStages]);
       if (s + 1 < stages) {
         const int next = (s + 1) % C::kStages;
         tma::wait(&full[next], ((s + 1) / C::kStages) & 1);
@@ -203,9 +170,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::wait<0>();
     wgmma::fence_registers(acc);
   }
-  // A CTA's shared memory stays until its peer is done with it (the peer's last arrivals on this
-  // CTA's barriers).
-  if constexpr (C::kCluster > 1) tma::cluster_sync();
 
   // acc[4j + e]: y[m][n] with n the thread's weight row (+ 8 for e >= 2), m x row 8j + 2t (+ 1
   // for odd e). for_each(f): f(m, n, float& v) for each of them inside [M, N] (none for the
@@ -244,31 +208,22 @@ void launch(const Args<T, Out>& args, cudaStream_t stream) {
                w_map);
 }
 
-// The shapes (x rows x weight rows): 64 x 128 and 128 x 128, one block an SM, alone or in pairs.
-template <int Cluster>
-using Rows64 = Config<64, 6, Cluster>;
-template <int Cluster>
-using Rows128 = Config<128, 4, Cluster>;
+// The shapes (x rows x weight rows): 64 x 128 and 128 x 128, one block an SM.
+using Rows64 = Config<64, 6>;
+using Rows128 = Config<128, 4>;
 
 // f(the Config of tile `shape`); false, f not called, when there is no such tile.
-template <int Cluster, typename F>
-bool with_rows(WgmmaShape shape, F&& f) {
-  if (shape.rows_m == 64) return f(Rows64<Cluster>{}), true;
-  if (shape.rows_m == 128) return f(Rows128<Cluster>{}), true;
-  return false;
-}
 template <typename F>
 bool with_shape(WgmmaShape shape, F&& f) {
   if (shape.rows_n != kRowsN) return false;
-  if (shape.cluster == 1) return with_rows<1>(shape, f);
-  if (shape.cluster == 2) return with_rows<2>(shape, f);
+  if (shape.rows_m == 64) return f(Rows64{}), true;
+  if (shape.rows_m == 128) return f(Rows128{}), true;
   return false;
 }
 
 [[noreturn]] void no_such_tile(WgmmaShape shape) {
   throw std::invalid_argument("byte-weight GEMM: no wgmma tile of " + std::to_string(shape.rows_m) +
-                              " x " + std::to_string(shape.rows_n) + " in clusters of " +
-                              std::to_string(shape.cluster));
+                              " x " + std::to_string(shape.rows_n));
 }
 
 }  // namespace

@@ -49,27 +49,17 @@ __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) 
       "r"(bytes)
       : "memory");
 }
-// Returns once the phase of `bar` with parity `parity` has completed. kCluster: acquiring what
-// the arrivals of other CTAs of the cluster released (arrive_cluster), not only this CTA's.
-template <bool kCluster = false>
+// Returns once the phase of `bar` with parity `parity` has completed.
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = shared_address(bar);
   uint32_t done = 0;
   do {
-    if constexpr (kCluster)
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
-          "%2;\nselp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(addr), "r"(parity)
-          : "memory");
-    else
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(addr), "r"(parity)
-          : "memory");
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
   } while (!done);
 }
 
@@ -82,45 +72,6 @@ __device__ __forceinline__ void load_2d(void* dst, const CUtensorMap* map, int c
       "{%2, %3}], [%4];\n" ::"r"(shared_address(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar))
       : "memory");
-}
-
-// load_2d into `dst` of every CTA of the cluster in `cta_mask` (bit r: rank r), each copy's bytes
-// counted against the barrier at `bar`'s offset in that CTA.
-__device__ __forceinline__ void load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1,
-                                                  uint64_t* bar, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
-      "cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(shared_address(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar)),
-      "h"(cta_mask)
-      : "memory");
-}
-
-// One arrival on the barrier at `bar`'s offset in CTA `rank` of the cluster (this one or a peer),
-// released to the cluster.
-__device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(remote)
-               : "r"(shared_address(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-               : "memory");
-}
-
-// Every thread of every CTA of the cluster arrives, then waits for all the others (the warp
-// converged first: the barrier is .aligned).
-__device__ __forceinline__ void cluster_sync() {
-  __syncwarp();
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
-// This CTA's rank in its cluster.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
 }
 
 // The driver's cuTensorMapEncodeTiled, through the runtime (no link against libcuda).

@@ -2,8 +2,7 @@
 // fp16 and bf16 activations, against the weights-only reference (tests/kernels/quantized_weights.h):
 //  - both kernels: mma.sync at every block shape (x rows <= 8, 16, 32, 64, more) and, on Hopper,
 //    wgmma at each of its tiles (64 x 128 and 128 x 128 x rows by weight rows, made to run from
-//    one row; unsplit and with K split 2 and 3 ways; in clusters of 2 CTAs sharing x, unsplit
-//    and split), at odd M, N and K (boxes of the TMA partly
+//    one row; unsplit and with K split 2 and 3 ways), at odd M, N and K (boxes of the TMA partly
 //    and wholly past the matrix), a K split over several blocks, more than 8 x-row tiles: within
 //    one rounding to T (fp32 out: 2e-5);
 //  - on Hopper the plan takes wgmma from 24 rows (scales one a row), mma.sync below and for
@@ -14,8 +13,7 @@
 //  - every case on weights with grouped scales too (int8 by 128 and 64, E4M3 by 128), at the
 //    shapes whose K holds whole groups;
 //  - K not a multiple of 16, groups of under 64 columns, weights in T, a bias, a tile that does
-//    not exist, a split count past 0-8 and a cluster of other than 1 or 2 CTAs are refused, not
-//    misread or dropped.
+//    not exist and a split count past 0-8 are refused, not misread or dropped.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -63,20 +61,13 @@ std::vector<std::pair<std::string, Options>> kernel_choices() {
   wg128x128.wgmma_rows_m = 128, wg128x128.wgmma_rows_n = 128;
   Options wg64x128_split = wg64x128, wg128x128_split = wg128x128;  // K split wherever it has stages
   wg64x128_split.splits = 2, wg128x128_split.splits = 3;
-  // Pairs of CTAs sharing x through TMA multicast (an odd count of weight-row tiles leaves the
-  // last pair's second CTA past N), unsplit and split.
-  Options wg128x128_pairs = wg128x128, wg64x128_pairs_split = wg64x128_split;
-  wg128x128_pairs.wgmma_cluster = wg64x128_pairs_split.wgmma_cluster = 2;
-  wg128x128_pairs.splits = 1;
   return {{"planned", planned},
           {"planned, every block from k = 0", unrotated},
           {"mma.sync", mma_only},
           {"wgmma 64x128", wg64x128},
           {"wgmma 128x128", wg128x128},
           {"wgmma 64x128, 2 splits", wg64x128_split},
-          {"wgmma 128x128, 3 splits", wg128x128_split},
-          {"wgmma 128x128, clusters of 2, unsplit", wg128x128_pairs},
-          {"wgmma 64x128, clusters of 2, 2 splits", wg64x128_pairs_split}};
+          {"wgmma 128x128, 3 splits", wg128x128_split}};
 }
 
 bool hopper() { return kc::current_gpu().hopper(); }
@@ -155,29 +146,24 @@ TYPED_TEST(ByteWeightGemm, SplitCallsGiveTheSameBitsEveryTime) {
   std::mt19937 rng(22);
   const int N = 4096, K = 11008;
   const Weight w(test::randn<float>(size_t(N) * K, rng, 0.05f), N, K);
-  // mma.sync's 16 and 32-row tiles; on Hopper from 24 rows wgmma's 64 and 128-row ones, alone
-  // and in clusters of 2.
-  for (const int cluster : {1, 2}) {
-    for (const int M : {16, 24, 64, 128}) {
-      Options options;
-      options.wgmma_cluster = cluster;
-      kc::ByteWeightGemm gemm(options);
-      const std::string where = std::to_string(M) + " rows, clusters of " + std::to_string(cluster);
-      ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
-          << where << ": no longer split K, pick a shape that does";
-      const auto x = test::randn<T>(size_t(M) * K, rng);
-      Dev<T> dx(x.size());
-      dx.upload(x);
-      Dev<float> first(size_t(M) * N), again(size_t(M) * N);
-      gemm.run<T, float>(dx.p, w.template view<T>(), first.p, M, nullptr);
-      for (int i = 0; i < 5; ++i) {
-        again.poison();  // a tile whose count was left non-zero would never be stored: NaN stays
-        gemm.run<T, float>(dx.p, w.template view<T>(), again.p, M, nullptr);
-        LMX_CUDA_OK(cudaDeviceSynchronize());
-        ASSERT_EQ(again.download_f(), first.download_f()) << where << ", call " << i + 2;
-      }
-      EXPECT_LT(rel_l2(first.download_f(), w.weights_only(x, M)), 1e-5) << where;
+  // mma.sync's 16 and 32-row tiles; on Hopper from 24 rows wgmma's 64 and 128-row ones.
+  for (const int M : {16, 24, 64, 128}) {
+    kc::ByteWeightGemm gemm;
+    const std::string where = std::to_string(M) + " rows";
+    ASSERT_GT(gemm.plan(M, N, K, Weight::kGroup > 0).splits, 1)
+        << where << ": no longer split K, pick a shape that does";
+    const auto x = test::randn<T>(size_t(M) * K, rng);
+    Dev<T> dx(x.size());
+    dx.upload(x);
+    Dev<float> first(size_t(M) * N), again(size_t(M) * N);
+    gemm.run<T, float>(dx.p, w.template view<T>(), first.p, M, nullptr);
+    for (int i = 0; i < 5; ++i) {
+      again.poison();  // a tile whose count was left non-zero would never be stored: NaN stays
+      gemm.run<T, float>(dx.p, w.template view<T>(), again.p, M, nullptr);
+      LMX_CUDA_OK(cudaDeviceSynchronize());
+      ASSERT_EQ(again.download_f(), first.download_f()) << where << ", call " << i + 2;
     }
+    EXPECT_LT(rel_l2(first.download_f(), w.weights_only(x, M)), 1e-5) << where;
   }
 }
 
@@ -189,11 +175,6 @@ TYPED_TEST(ByteWeightGemm, RefusesWhatItCannotRead) {
   Options no_such_tile;
   no_such_tile.wgmma_rows_m = 64, no_such_tile.wgmma_rows_n = 256;
   EXPECT_THROW(kc::ByteWeightGemm{no_such_tile}, std::invalid_argument);
-  for (const int cluster : {0, 3}) {
-    Options bad_cluster;
-    bad_cluster.wgmma_cluster = cluster;
-    EXPECT_THROW(kc::ByteWeightGemm{bad_cluster}, std::invalid_argument) << cluster << " CTAs";
-  }
   for (const int splits : {-1, 9}) {
     Options bad_splits;
     bad_splits.splits = splits;
