@@ -9,7 +9,9 @@
 //          codes of the same random weights, both scales in cuBLASLt's epilogue), and the whole
 //          fp8 projection: quantize_rows_e4m3 of the fp16 x, then that GEMM (option.quantize=fp8);
 //   W8A8 wgmma  the int8 GEMM and its scales in one Hopper kernel (w8a8_wgmma_gemm), alone and
-//          after quantize_rows_int8 (the projection as the backend runs it at prefill sizes).
+//          after quantize_rows_int8 (the projection as the backend runs it at prefill sizes);
+//   quantize x  the activations' quantizers alone (int8, int8 with smoothquant's 1/s, E4M3), in
+//          GB/s of x read and codes written.
 // Rates: 2 M N K / time (TFLOP/s; int8: TOPS) and the ratio to fp16. Operands are random values
 // (constants draw less power and run faster). Times: CUDA events around 20 calls after a warm-up.
 // --probe: which fused-scale forms cuBLASLt offers on this GPU (the int32 output costs an extra
@@ -141,7 +143,24 @@ void run_shape(const Shape& s, int M, k::GemmContext& ctx, k::Int8Gemm& int8,
         "wgmma %7.1f us %.2fx\n",
         s.name, M, s.N, s.K, fused_us, flop / (fused_us * 1e6), fp16_us / fused_us,
         fused_linear_us, fp16_us / fused_linear_us);
+  // The activations' quantizers alone (the first step of every W8A8 and fp8 projection above):
+  // plain int8, int8 with a column scale (smoothquant's 1/s), E4M3; x read, codes and scales
+  // written.
+  float* inv_smooth = alloc_random<float>(size_t(s.K), 15u, stream, 1.0f);
+  const double q_int8_us =
+      time_us([&] { k::quantize_rows_int8<__half>(x, nullptr, xq, xs, M, s.K, stream); }, stream);
+  const double q_smooth_us = time_us(
+      [&] { k::quantize_rows_int8<__half>(x, inv_smooth, xq, xs, M, s.K, stream); }, stream);
+  const double q_e4m3_us = time_us(
+      [&] { k::quantize_rows_e4m3<__half>(x, xq8, xs, M, s.K, s.K, stream); }, stream);
+  const double q_bytes = double(xn) * (sizeof(__half) + 1) + double(M) * sizeof(float);
+  std::printf(
+      "%-8s %5d x %-5d  | quantize x: int8 %6.1f us %5.0f GB/s | int8 with 1/s %6.1f us %5.0f GB/s "
+      "| e4m3 %6.1f us %5.0f GB/s\n",
+      s.name, M, s.K, q_int8_us, q_bytes / (q_int8_us * 1e3), q_smooth_us,
+      q_bytes / (q_smooth_us * 1e3), q_e4m3_us, q_bytes / (q_e4m3_us * 1e3));
   std::fflush(stdout);
+  cudaFree(inv_smooth);
   cudaFree(wq8), cudaFree(xq8), cudaFree(ws8);
   cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(wq), cudaFree(xq), cudaFree(ws), cudaFree(xs);
   cudaFree(acc);

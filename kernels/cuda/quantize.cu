@@ -66,62 +66,87 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
         s > 0.0f && c < cols ? F::encode(__fdiv_rn(value(c), s)) : typename F::Code(0);
 }
 
-// The same for 16-bit T, cols % 8 == 0 and 16-byte aligned rows, with the row read once: each of
-// kBlock threads holds kVecs 16-byte pieces (8 values each; vector j = thread + i x kBlock) in
-// registers from the max to the codes, and stores 8 codes at once. At most 4 pieces a thread (32
-// values): with 8, Llama's 11008-wide rows ran no faster than the general kernel on the H100 (88
-// against 94 us at 4096 rows), so long rows take 1024 threads. Same arithmetic, same codes; it
-// reads x once with 16-byte loads where quantize_rows_kernel reads it twice with 2-byte ones (the
-// per-token quantization of fp8 and smoothquant activations, ~a quarter of an fp8 projection's
-// time at 4096 rows before it).
-template <typename T, typename F, int kBlock, int kVecs>
-__global__ void __launch_bounds__(kBlock)
+// The same for 16-bit T, cols % 8 == 0, 16-byte aligned rows and column scales, with the row read
+// once: a block a row of threads that hold it in up to kHeldVecs 16-byte pieces each (8 values;
+// piece j = thread + i x blockDim.x), kept as read from the max to the codes, 8 codes stored at
+// once. Same arithmetic, same codes as quantize_rows_kernel, which reads x twice with 2-byte loads
+// (this is the per-token quantization of smoothquant's and fp8's activations at every prefill and
+// batched decode step). Long rows take blocks of a few warps, so that an SM works on several rows
+// at once (the launch below).
+constexpr int kHeldMaxThreads = 512;
+template <typename T, typename F, int kHeldVecs>
+__global__ void __launch_bounds__(kHeldMaxThreads)
     quantize_rows_held_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
                               typename F::Code* __restrict__ q, float* __restrict__ scale, int cols,
                               int ld) {
   __shared__ float scratch[33];
   const int vecs = cols / 8;
   const uint4* row = reinterpret_cast<const uint4*>(w + size_t(blockIdx.x) * cols);
-  float v[kVecs][8];
+  const float4* col_scales = reinterpret_cast<const float4*>(col_scale);
+  uint4 raw[kHeldVecs];
+#pragma unroll
+  for (int i = 0; i < kHeldVecs; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    raw[i] = j < vecs ? row[j] : make_uint4(0u, 0u, 0u, 0u);
+  }
+  // The 8 values of piece i (j = its index in the row, < vecs), times their columns' scales.
+  const auto values = [&](int i, int j, float (&v)[8]) {
+    const T* e = reinterpret_cast<const T*>(&raw[i]);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = to_f(e[k]);
+    if (col_scale) {
+      const float4 lo = col_scales[2 * j], hi = col_scales[2 * j + 1];
+      const float c[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = __fmul_rn(v[k], c[k]);
+    }
+  };
   float m = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kVecs; ++i) {
-    const int j = threadIdx.x + i * kBlock;
+  for (int i = 0; i < kHeldVecs; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
     if (j >= vecs) break;
-    const uint4 raw = row[j];
-    const T* e = reinterpret_cast<const T*>(&raw);
+    float v[8];
+    values(i, j, v);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      v[i][k] = col_scale ? __fmul_rn(to_f(e[k]), col_scale[8 * j + k]) : to_f(e[k]);
-      m = fmaxf(m, fabsf(v[i][k]));
-    }
+    for (int k = 0; k < 8; ++k) m = fmaxf(m, fabsf(v[k]));
   }
   m = block_max(m, scratch);
   const float s = __fdiv_rn(m, F::kMax);
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
   typename F::Code* out = q + size_t(blockIdx.x) * ld;
+  // A whole group of 16 of kernels/int8_layout.h is pieces 2g and 2g + 1: neighbouring lanes.
+  const int whole_groups_end = cols - cols % kInt8LayoutGroup;
 #pragma unroll
-  for (int i = 0; i < kVecs; ++i) {
-    const int j = threadIdx.x + i * kBlock;
-    if (j >= vecs) break;
+  for (int i = 0; i < kHeldVecs; ++i) {
+    const int j = threadIdx.x + i * blockDim.x;
+    const bool valid = j < vecs;  // no early exit for int8: its lanes trade halves below
+    if constexpr (!F::kInt8Layout)
+      if (!valid) break;
     union {
       typename F::Code c[8];
       uint2 u;
     } codes;
+    codes.u = make_uint2(0u, 0u);
+    if (valid && s > 0.0f) {
+      float v[8];
+      values(i, j, v);
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      codes.c[k] = s > 0.0f ? F::encode(__fdiv_rn(v[i][k], s)) : typename F::Code(0);
-    if (F::kInt8Layout && 8 * j + 8 <= ld - ld % kInt8LayoutGroup) {
-      // Half of a group of 16: its four column pairs go to their stored places.
-#pragma unroll
-      for (int p = 0; p < 4; ++p)
-        *reinterpret_cast<uint16_t*>(out + int8_position(8 * j + 2 * p, ld)) =
-            *reinterpret_cast<const uint16_t*>(codes.c + 2 * p);
-    } else {
-      *reinterpret_cast<uint2*>(out + 8 * j) = codes.u;
+      for (int k = 0; k < 8; ++k) codes.c[k] = F::encode(__fdiv_rn(v[k], s));
     }
+    uint2 stored = codes.u;
+    if constexpr (F::kInt8Layout) {
+      // Columns 0-7 of a group (even lane: x = 0-3, y = 4-7) and 8-15 (odd lane) become the
+      // stored words 0 1 8 9 | 2 3 10 11 (even lane's 8 bytes) and 4 5 12 13 | 6 7 14 15 (odd's).
+      const bool odd = j % 2;
+      const uint32_t theirs = __shfl_xor_sync(0xffffffffu, odd ? codes.u.x : codes.u.y, 1);
+      const uint32_t low = odd ? theirs : codes.u.x, high = odd ? codes.u.y : theirs;
+      if (16 * (j / 2) + 16 <= whole_groups_end)
+        stored = make_uint2(__byte_perm(low, high, 0x5410), __byte_perm(low, high, 0x7632));
+    }
+    if (valid) *reinterpret_cast<uint2*>(out + 8 * j) = stored;
   }
-  for (int c = cols + threadIdx.x; c < ld; c += kBlock) out[c] = typename F::Code(0);
+  for (int c = cols + threadIdx.x; c < ld; c += blockDim.x) out[c] = typename F::Code(0);
 }
 
 // One launch of the row quantizer: the register-held kernel where it applies, else the general one.
@@ -130,28 +155,39 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
                           int rows, int cols, int ld, cudaStream_t stream) {
   constexpr bool k16bit = sizeof(T) == 2;
   const int vecs = cols / 8;
-  constexpr int kLongBlock = 1024;
+  // Whole warps whose threads hold the row in `per_thread` pieces each.
+  const auto threads_for = [&](int per_thread) {
+    return 32 * ((vecs + 32 * per_thread - 1) / (32 * per_thread));
+  };
+  // Rows of up to 4096 columns: 2 pieces a thread (few registers, many blocks an SM). Longer
+  // ones: up to 8 (64 registers), so that a block is a few warps, halved while the rows are too
+  // few to fill the GPU with threads. Measured (H100, bench/RESULTS.md): 4096 x 11008 fp16 to
+  // int8 in 71-78 us, 143-155 as 1024-thread blocks of 2 pieces; 4096 x 4096 in 64-thread blocks
+  // of 8 pieces no faster for int8 and 4-10% slower for E4M3 than in 256 threads of 2.
+  constexpr int kShortVecs = 2, kLongVecs = 8;
+  constexpr long kFillThreads = 128 * 1024;  // about one H100's (132 SMs x 2048) in flight
+  const bool short_rows = vecs <= 256 * kShortVecs;
+  int per_thread = short_rows ? kShortVecs : kLongVecs;
+  while (!short_rows && per_thread > 1 && long(rows) * threads_for(per_thread) < kFillThreads &&
+         threads_for(per_thread / 2) <= kHeldMaxThreads)
+    per_thread /= 2;
+  const int threads = threads_for(per_thread);
   // (int8 rows padded past cols take the general kernel: the padding's zeros belong inside the
   // last group of the layout, kernels/int8_layout.h, where this kernel's zero fill would not put
   // them.)
-  const bool held = k16bit && cols % 8 == 0 && ld % 8 == 0 && vecs <= 2 * kLongBlock &&
+  const bool held = k16bit && cols % 8 == 0 && ld % 8 == 0 && threads <= kHeldMaxThreads &&
                     (!F::kInt8Layout || ld == cols) &&
-                    ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(q)) & 15u) == 0;
-  if (!held) {
-    quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
-    return;
-  }
-  const auto held_launch = [&](auto kernel, int block) {
-    kernel<<<rows, block, 0, stream>>>(w, col_scale, q, scale, cols, ld);
-  };
-  if (vecs <= kThreads)
-    held_launch(quantize_rows_held_kernel<T, F, kThreads, 1>, kThreads);
-  else if (vecs <= 2 * kThreads)
-    held_launch(quantize_rows_held_kernel<T, F, kThreads, 2>, kThreads);
-  else if (vecs <= 4 * kThreads)
-    held_launch(quantize_rows_held_kernel<T, F, kThreads, 4>, kThreads);
+                    ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(q) |
+                      reinterpret_cast<uintptr_t>(col_scale)) &
+                     15u) == 0;
+  if (held && short_rows)
+    quantize_rows_held_kernel<T, F, kShortVecs>
+        <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+  else if (held)
+    quantize_rows_held_kernel<T, F, kLongVecs>
+        <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
   else
-    held_launch(quantize_rows_held_kernel<T, F, kLongBlock, 2>, kLongBlock);
+    quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
 }
 
 // Grid-stride over out [rows, cols] (q in kernels/int8_layout.h's order): any cols.

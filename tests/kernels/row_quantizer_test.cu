@@ -96,8 +96,10 @@ TYPED_TEST(RowQuantizerCuda, GivesTheReferenceBytesAndScales) {
   using F = typename TypeParam::second_type;
   using Code = typename F::Code;
   std::mt19937 rng(31);
-  for (auto [M, K] : {std::pair{1, 64}, {7, 48}, {7, 4096}, {300, 96}, {33, 4112}, {33, 11008},
-                      {1000, 512}, {129, 11008}, {4096, 4096}}) {
+  // (K = 40 and 2056: a last half group of 8 columns, stored in column order; at 2056 the half
+  // lies past the first 256 threads, with no neighbour.)
+  for (auto [M, K] : {std::pair{1, 64}, {7, 48}, {5, 40}, {7, 4096}, {300, 96}, {33, 4112},
+                      {9, 2056}, {33, 11008}, {1000, 512}, {129, 11008}, {4096, 4096}}) {
     auto x = test::randn<T>(size_t(M) * K, rng);
     for (int k = 0; k < K; ++k) x[size_t(M / 2) * K + k] = 0.0f;  // an all-zero row: scale 0
     x[3] = 40.0f;                                                 // an outlier
