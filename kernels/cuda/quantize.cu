@@ -68,12 +68,14 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
 
 // The same for 16-bit T, cols % 8 == 0, 16-byte aligned rows and column scales, with the row read
 // once: a block a row of threads that hold it in up to kHeldVecs 16-byte pieces each (8 values;
-// piece j = thread + i x blockDim.x), kept as read from the max to the codes, 8 codes stored at
-// once. Same arithmetic, same codes as quantize_rows_kernel, which reads x twice with 2-byte loads
+// piece j = thread + i x blockDim.x) from the max to the codes, 8 codes stored at once: as
+// floats (their columns' scales applied once) when a thread holds at most kFloatVecs pieces, else
+// as read (8 registers a piece, not 4; widened again for the codes). Same arithmetic, same codes as quantize_rows_kernel, which reads x twice with 2-byte loads
 // (this is the per-token quantization of smoothquant's and fp8's activations at every prefill and
 // batched decode step). Long rows take blocks of a few warps, so that an SM works on several rows
 // at once (the launch below).
 constexpr int kHeldMaxThreads = 512;
+constexpr int kFloatVecs = 2;
 template <typename T, typename F, int kHeldVecs>
 __global__ void __launch_bounds__(kHeldMaxThreads)
     quantize_rows_held_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
@@ -83,7 +85,9 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
   const int vecs = cols / 8;
   const uint4* row = reinterpret_cast<const uint4*>(w + size_t(blockIdx.x) * cols);
   const float4* col_scales = reinterpret_cast<const float4*>(col_scale);
+  constexpr bool kFloats = kHeldVecs <= kFloatVecs;
   uint4 raw[kHeldVecs];
+  float held[kFloats ? kHeldVecs : 1][8];
 #pragma unroll
   for (int i = 0; i < kHeldVecs; ++i) {
     const int j = threadIdx.x + i * blockDim.x;
@@ -109,7 +113,10 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
     float v[8];
     values(i, j, v);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) m = fmaxf(m, fabsf(v[k]));
+    for (int k = 0; k < 8; ++k) {
+      m = fmaxf(m, fabsf(v[k]));
+      if constexpr (kFloats) held[i][k] = v[k];
+    }
   }
   m = block_max(m, scratch);
   const float s = __fdiv_rn(m, F::kMax);
@@ -130,7 +137,12 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
     codes.u = make_uint2(0u, 0u);
     if (valid && s > 0.0f) {
       float v[8];
-      values(i, j, v);
+      if constexpr (kFloats) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = held[i][k];
+      } else {
+        values(i, j, v);
+      }
 #pragma unroll
       for (int k = 0; k < 8; ++k) codes.c[k] = F::encode(__fdiv_rn(v[k], s));
     }
@@ -164,7 +176,7 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
   // few to fill the GPU with threads. Measured (H100, bench/RESULTS.md): 4096 x 11008 fp16 to
   // int8 in 71-78 us, 143-155 as 1024-thread blocks of 2 pieces; 4096 x 4096 in 64-thread blocks
   // of 8 pieces no faster for int8 and 4-10% slower for E4M3 than in 256 threads of 2.
-  constexpr int kShortVecs = 2, kLongVecs = 8;
+  constexpr int kShortVecs = kFloatVecs, kLongVecs = 8;
   constexpr long kFillThreads = 128 * 1024;  // about one H100's (132 SMs x 2048) in flight
   const bool short_rows = vecs <= 256 * kShortVecs;
   int per_thread = short_rows ? kShortVecs : kLongVecs;
