@@ -70,10 +70,11 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
 // once: a block a row of threads that hold it in up to kHeldVecs 16-byte pieces each (8 values;
 // piece j = thread + i x blockDim.x) from the max to the codes, 8 codes stored at once: as
 // floats (their columns' scales applied once) when a thread holds at most kFloatVecs pieces, else
-// as read (8 registers a piece, not 4; widened again for the codes). Same arithmetic, same codes as quantize_rows_kernel, which reads x twice with 2-byte loads
-// (this is the per-token quantization of smoothquant's and fp8's activations at every prefill and
-// batched decode step). Long rows take blocks of a few warps, so that an SM works on several rows
-// at once (the launch below).
+// as read (4 registers a piece, not 8; widened again for the codes). Same arithmetic, same codes
+// as quantize_rows_kernel, which reads x twice with 2-byte loads (this is the per-token
+// quantization of smoothquant's and fp8's activations at every prefill and batched decode step).
+// Long rows take blocks of a few warps, so that an SM works on several rows at once (the launch
+// below).
 constexpr int kHeldMaxThreads = 512;
 constexpr int kFloatVecs = 2;
 template <typename T, typename F, int kHeldVecs>
@@ -165,7 +166,6 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
 template <typename T, typename F>
 void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* q, float* scale,
                           int rows, int cols, int ld, cudaStream_t stream) {
-  constexpr bool k16bit = sizeof(T) == 2;
   const int vecs = cols / 8;
   // Whole warps whose threads hold the row in `per_thread` pieces each.
   const auto threads_for = [&](int per_thread) {
@@ -187,19 +187,23 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
   // (int8 rows padded past cols take the general kernel: the padding's zeros belong inside the
   // last group of the layout, kernels/int8_layout.h, where this kernel's zero fill would not put
   // them.)
-  const bool held = k16bit && cols % 8 == 0 && ld % 8 == 0 && threads <= kHeldMaxThreads &&
+  const bool held = cols % 8 == 0 && ld % 8 == 0 && threads <= kHeldMaxThreads &&
                     (!F::kInt8Layout || ld == cols) &&
                     ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(q) |
                       reinterpret_cast<uintptr_t>(col_scale)) &
                      15u) == 0;
-  if (held && short_rows)
-    quantize_rows_held_kernel<T, F, kShortVecs>
-        <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
-  else if (held)
-    quantize_rows_held_kernel<T, F, kLongVecs>
-        <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
-  else
-    quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+  if constexpr (sizeof(T) == 2) {  // 16-byte pieces of 8 values
+    if (held) {
+      if (short_rows)
+        quantize_rows_held_kernel<T, F, kShortVecs>
+            <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+      else
+        quantize_rows_held_kernel<T, F, kLongVecs>
+            <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+      return;
+    }
+  }
+  quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
 }
 
 // Grid-stride over out [rows, cols] (q in kernels/int8_layout.h's order): any cols.
