@@ -187,11 +187,10 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
   // (int8 rows padded past cols take the general kernel: the padding's zeros belong inside the
   // last group of the layout, kernels/int8_layout.h, where this kernel's zero fill would not put
   // them.)
-  const bool held = cols % 8 == 0 && ld % 8 == 0 && threads <= kHeldMaxThreads &&
-                    (!F::kInt8Layout || ld == cols) &&
-                    ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(q) |
-                      reinterpret_cast<uintptr_t>(col_scale)) &
-                     15u) == 0;
+  // Rows of whole 16-byte pieces, every pointer aligned to them (common.cuh's vec_ok), 8-byte
+  // code stores.
+  const bool held = detail::vec_ok(cols, sizeof(T), {w, q, col_scale}) && ld % 8 == 0 &&
+                    threads <= kHeldMaxThreads && (!F::kInt8Layout || ld == cols);
   if constexpr (sizeof(T) == 2) {  // 16-byte pieces of 8 values
     if (held) {
       if (short_rows)
