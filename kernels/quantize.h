@@ -20,11 +20,19 @@
 //                         past cols: kernels/kv_dtype.h's encode_e4m3 of each value. An fp8
 //                         checkpoint's weights, which arrive as their codes' values (exact in
 //                         T), back to the checkpoint's codes.
+//   quantize_gated_rows_int8 / _e4m3: the same quantizers over the gated MLP's activation, which
+//                         is never stored: x = act(in[:, :cols] + bias[:cols]) * (in[:, cols:] +
+//                         bias[cols:]) of in [rows, 2 cols] (gate | up), bias [2 cols] or null,
+//                         each value rounded to T as bias_gated_act (kernels/activation.h) stores
+//                         it, so the codes and scales equal that kernel's followed by
+//                         quantize_rows_int8 / quantize_rows_e4m3 (the down projection's input of
+//                         smoothquant and fp8 past decode sizes: one pass instead of two).
 // T = float, __half or __nv_bfloat16; device memory; no allocation, no synchronization.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/activation.h"
 #include "kernels/stream.h"
 
 namespace lmx::kernels::cuda {
@@ -43,6 +51,13 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
 template <typename T>
 void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols,
                         int codes_ld, cudaStream_t stream);
+template <typename T>
+void quantize_gated_rows_int8(ActivationKind kind, const T* in, const T* bias,
+                              const float* col_scale, int8_t* q, float* scale, int rows, int cols,
+                              int q_ld, cudaStream_t stream);
+template <typename T>
+void quantize_gated_rows_e4m3(ActivationKind kind, const T* in, const T* bias, uint8_t* codes,
+                              float* scale, int rows, int cols, int codes_ld, cudaStream_t stream);
 template <typename T>
 void encode_rows_e4m3(const T* x, uint8_t* codes, int rows, int cols, int codes_ld,
                       cudaStream_t stream);

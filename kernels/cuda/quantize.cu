@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/activation.h"
+#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/int8_layout.h"
 
@@ -43,24 +45,81 @@ __device__ __forceinline__ int code_position(int c, int ld) {
   return F::kInt8Layout ? int8_position(c, ld) : c;
 }
 
-// One block a row: the row's max |v|, then each value divided by the scale; v = w (times the
-// column's scale, one fp32 rounding, as the CPU reference's product). q's rows are `ld` codes
-// apart; codes cols..ld-1 are zeros.
-template <typename T, typename F>
-__global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
+// Where the quantizers' rows come from, each value as T holds it: element c of row r, and (16-bit T,
+// cols % 8 == 0) 16-byte piece j of the row (its 8 values packed as T).
+// x [rows, cols] itself:
+template <typename T>
+struct RowsOf {
+  const T* x;
+  int cols;
+  __device__ float value(int r, int c) const { return to_f(x[size_t(r) * cols + c]); }
+  __device__ uint4 piece(int r, int j) const {
+    return reinterpret_cast<const uint4*>(x + size_t(r) * cols)[j];
+  }
+  bool aligned() const { return detail::vec_ok(cols, sizeof(T), {x}); }
+};
+
+// The gated MLP's activation, never stored: act(in[r, c] + bias[c]) * (in[r, cols + c] +
+// bias[cols + c]) of in [rows, 2 cols] (gate | up) and bias [2 cols] or null, in fp32 and rounded
+// once to T: the same arithmetic, the same values as the activation kernels store
+// (kernels/cuda/activation.cu's act_kernel), so the codes equal those of the two-step path.
+template <typename T, ActivationKind K>
+struct GatedActivationOf {
+  const T* in;
+  const T* bias;
+  int cols;
+  __device__ float gated(float gate, float up) const {
+    return to_f(from_f<T>(detail::activate<K>(gate) * up));
+  }
+  __device__ float value(int r, int c) const {
+    const T* row = in + size_t(r) * 2 * cols;
+    float gate = to_f(row[c]), up = to_f(row[cols + c]);
+    if (bias) gate += to_f(bias[c]), up += to_f(bias[cols + c]);
+    return gated(gate, up);
+  }
+  __device__ uint4 piece(int r, int j) const {
+    const int vecs = cols / 8;
+    const uint4* row = reinterpret_cast<const uint4*>(in + size_t(r) * 2 * cols);
+    const uint4 g = row[j], u = row[vecs + j];
+    uint4 bg = make_uint4(0u, 0u, 0u, 0u), bu = bg;
+    if (bias) bg = reinterpret_cast<const uint4*>(bias)[j], bu = reinterpret_cast<const uint4*>(bias)[vecs + j];
+    const T* gv = reinterpret_cast<const T*>(&g);
+    const T* uv = reinterpret_cast<const T*>(&u);
+    const T* bgv = reinterpret_cast<const T*>(&bg);
+    const T* buv = reinterpret_cast<const T*>(&bu);
+    union {
+      T v[8];
+      uint4 packed;
+    } out;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float gate = to_f(gv[k]), up = to_f(uv[k]);
+      if (bias) gate += to_f(bgv[k]), up += to_f(buv[k]);
+      out.v[k] = from_f<T>(detail::activate<K>(gate) * up);
+    }
+    return out.packed;
+  }
+  bool aligned() const { return detail::vec_ok(cols, sizeof(T), {in, bias}); }
+};
+
+// One block a row: the row's max |v|, then each value divided by the scale; v = the source's value
+// (times the column's scale, one fp32 rounding, as the CPU reference's product). q's rows are `ld`
+// codes apart; codes cols..ld-1 are zeros.
+template <typename F, typename Source>
+__global__ void quantize_rows_kernel(Source src, const float* __restrict__ col_scale,
                                      typename F::Code* __restrict__ q, float* __restrict__ scale,
                                      int cols, int ld) {
   __shared__ float scratch[33];
-  const T* row = w + size_t(blockIdx.x) * cols;
+  const int r = blockIdx.x;
   const auto value = [&](int c) {
-    return col_scale ? __fmul_rn(to_f(row[c]), col_scale[c]) : to_f(row[c]);
+    return col_scale ? __fmul_rn(src.value(r, c), col_scale[c]) : src.value(r, c);
   };
   float m = 0.0f;
   for (int c = threadIdx.x; c < cols; c += kThreads) m = fmaxf(m, fabsf(value(c)));
   m = block_max(m, scratch);
   const float s = __fdiv_rn(m, F::kMax);  // IEEE division, as the CPU reference's
-  if (threadIdx.x == 0) scale[blockIdx.x] = s;
-  typename F::Code* out = q + size_t(blockIdx.x) * ld;
+  if (threadIdx.x == 0) scale[r] = s;
+  typename F::Code* out = q + size_t(r) * ld;
   for (int c = threadIdx.x; c < ld; c += kThreads)
     out[code_position<F>(c, ld)] =
         s > 0.0f && c < cols ? F::encode(__fdiv_rn(value(c), s)) : typename F::Code(0);
@@ -77,14 +136,13 @@ __global__ void quantize_rows_kernel(const T* __restrict__ w, const float* __res
 // below).
 constexpr int kHeldMaxThreads = 512;
 constexpr int kFloatVecs = 2;
-template <typename T, typename F, int kHeldVecs>
+template <typename T, typename F, int kHeldVecs, typename Source>
 __global__ void __launch_bounds__(kHeldMaxThreads)
-    quantize_rows_held_kernel(const T* __restrict__ w, const float* __restrict__ col_scale,
+    quantize_rows_held_kernel(Source src, const float* __restrict__ col_scale,
                               typename F::Code* __restrict__ q, float* __restrict__ scale, int cols,
                               int ld) {
   __shared__ float scratch[33];
   const int vecs = cols / 8;
-  const uint4* row = reinterpret_cast<const uint4*>(w + size_t(blockIdx.x) * cols);
   const float4* col_scales = reinterpret_cast<const float4*>(col_scale);
   constexpr bool kFloats = kHeldVecs <= kFloatVecs;
   uint4 raw[kHeldVecs];
@@ -92,7 +150,7 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
 #pragma unroll
   for (int i = 0; i < kHeldVecs; ++i) {
     const int j = threadIdx.x + i * blockDim.x;
-    raw[i] = j < vecs ? row[j] : make_uint4(0u, 0u, 0u, 0u);
+    raw[i] = j < vecs ? src.piece(blockIdx.x, j) : make_uint4(0u, 0u, 0u, 0u);
   }
   // The 8 values of piece i (j = its index in the row, < vecs), times their columns' scales.
   const auto values = [&](int i, int j, float (&v)[8]) {
@@ -163,9 +221,9 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
 }
 
 // One launch of the row quantizer: the register-held kernel where it applies, else the general one.
-template <typename T, typename F>
-void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* q, float* scale,
-                          int rows, int cols, int ld, cudaStream_t stream) {
+template <typename T, typename F, typename Source>
+void launch_quantize_rows(const Source& src, const float* col_scale, typename F::Code* q,
+                          float* scale, int rows, int cols, int ld, cudaStream_t stream) {
   const int vecs = cols / 8;
   // Whole warps whose threads hold the row in `per_thread` pieces each.
   const auto threads_for = [&](int per_thread) {
@@ -189,20 +247,20 @@ void launch_quantize_rows(const T* w, const float* col_scale, typename F::Code* 
   // them.)
   // Rows of whole 16-byte pieces, every pointer aligned to them (common.cuh's vec_ok), 8-byte
   // code stores.
-  const bool held = detail::vec_ok(cols, sizeof(T), {w, q, col_scale}) && ld % 8 == 0 &&
+  const bool held = src.aligned() && detail::vec_ok(cols, sizeof(T), {q, col_scale}) && ld % 8 == 0 &&
                     threads <= kHeldMaxThreads && (!F::kInt8Layout || ld == cols);
   if constexpr (sizeof(T) == 2) {  // 16-byte pieces of 8 values
     if (held) {
       if (short_rows)
         quantize_rows_held_kernel<T, F, kShortVecs>
-            <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+            <<<rows, threads, 0, stream>>>(src, col_scale, q, scale, cols, ld);
       else
         quantize_rows_held_kernel<T, F, kLongVecs>
-            <<<rows, threads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+            <<<rows, threads, 0, stream>>>(src, col_scale, q, scale, cols, ld);
       return;
     }
   }
-  quantize_rows_kernel<T, F><<<rows, kThreads, 0, stream>>>(w, col_scale, q, scale, cols, ld);
+  quantize_rows_kernel<F><<<rows, kThreads, 0, stream>>>(src, col_scale, q, scale, cols, ld);
 }
 
 // Grid-stride over out [rows, cols] (q in kernels/int8_layout.h's order): any cols.
@@ -273,7 +331,8 @@ template <typename T>
 void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
                         int cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  launch_quantize_rows<T, Int8Code>(w, col_scale, q, scale, rows, cols, cols, stream);
+  launch_quantize_rows<T, Int8Code>(RowsOf<T>{w, cols}, col_scale, q, scale, rows, cols, cols,
+                                    stream);
 }
 
 template <typename T>
@@ -283,7 +342,8 @@ void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* sc
   if (q_ld < cols)
     throw std::invalid_argument("quantize_rows_int8: q_ld " + std::to_string(q_ld) + " < cols " +
                                 std::to_string(cols));
-  launch_quantize_rows<T, Int8Code>(w, col_scale, q, scale, rows, cols, q_ld, stream);
+  launch_quantize_rows<T, Int8Code>(RowsOf<T>{w, cols}, col_scale, q, scale, rows, cols, q_ld,
+                                    stream);
 }
 
 template <typename T>
@@ -293,7 +353,37 @@ void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int 
   if (codes_ld < cols)
     throw std::invalid_argument("quantize_rows_e4m3: codes_ld " + std::to_string(codes_ld) +
                                 " < cols " + std::to_string(cols));
-  launch_quantize_rows<T, E4m3Code>(x, nullptr, codes, scale, rows, cols, codes_ld, stream);
+  launch_quantize_rows<T, E4m3Code>(RowsOf<T>{x, cols}, nullptr, codes, scale, rows, cols,
+                                    codes_ld, stream);
+}
+
+// The gated activation's rows (GatedActivationOf) through format F's quantizer.
+template <typename T, typename F>
+void quantize_gated_rows(ActivationKind kind, const T* in, const T* bias, const float* col_scale,
+                         typename F::Code* q, float* scale, int rows, int cols, int ld,
+                         cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (ld < cols)
+    throw std::invalid_argument("quantize_gated_rows: ld " + std::to_string(ld) + " < cols " +
+                                std::to_string(cols));
+  detail::with_activation(kind, [&](auto k) {
+    const GatedActivationOf<T, decltype(k)::value> src{in, bias, cols};
+    launch_quantize_rows<T, F>(src, col_scale, q, scale, rows, cols, ld, stream);
+  });
+}
+
+template <typename T>
+void quantize_gated_rows_int8(ActivationKind kind, const T* in, const T* bias,
+                              const float* col_scale, int8_t* q, float* scale, int rows, int cols,
+                              int q_ld, cudaStream_t stream) {
+  quantize_gated_rows<T, Int8Code>(kind, in, bias, col_scale, q, scale, rows, cols, q_ld, stream);
+}
+
+template <typename T>
+void quantize_gated_rows_e4m3(ActivationKind kind, const T* in, const T* bias, uint8_t* codes,
+                              float* scale, int rows, int cols, int codes_ld, cudaStream_t stream) {
+  quantize_gated_rows<T, E4m3Code>(kind, in, bias, nullptr, codes, scale, rows, cols, codes_ld,
+                                   stream);
 }
 
 template <typename T>
@@ -322,7 +412,11 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
                                       cudaStream_t);                                              \
   template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t); \
   template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t);   \
-  template void encode_rows_e4m3<T>(const T*, uint8_t*, int, int, int, cudaStream_t);
+  template void encode_rows_e4m3<T>(const T*, uint8_t*, int, int, int, cudaStream_t);         \
+  template void quantize_gated_rows_int8<T>(ActivationKind, const T*, const T*, const float*,    \
+                                            int8_t*, float*, int, int, int, cudaStream_t);        \
+  template void quantize_gated_rows_e4m3<T>(ActivationKind, const T*, const T*, uint8_t*, float*, \
+                                            int, int, int, cudaStream_t);
 LMX_INSTANTIATE(float)
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)

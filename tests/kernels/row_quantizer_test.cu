@@ -8,7 +8,9 @@
 // scaling. Shapes: one row, K below one block's width, K not a multiple of 8 or of a block,
 // Llama's hidden / intermediate widths, 4096 rows.
 // (Rows padded to the GEMM's K: tests/kernels/fp8_linear_test.cu, QuantizeRowsPadsWithZeroCodes.)
-// And encode_rows_e4m3 (no scaling) against kernels::cpu::encode_e4m3.
+// And encode_rows_e4m3 (no scaling) against kernels::cpu::encode_e4m3, and the quantizers fused
+// with the gated activation (quantize_gated_rows_*) against the activation kernel followed by the
+// quantizer, byte for byte.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -21,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/activation.h"
 #include "kernels/int8_layout.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/quantize.h"
@@ -49,6 +52,16 @@ struct Int8Rows {
   static void device(const T* x, const float* inv_smooth, Code* q, float* s, int M, int K) {
     kc::quantize_rows_int8<T>(x, inv_smooth, q, s, M, K, nullptr);
   }
+  // Rows of ld >= K codes; the gated activation of in [M, 2K] (bias [2K] or null) fused.
+  template <typename T>
+  static void device(const T* x, const float* inv_smooth, Code* q, float* s, int M, int K, int ld) {
+    kc::quantize_rows_int8<T>(x, inv_smooth, q, s, M, K, ld, nullptr);
+  }
+  template <typename T>
+  static void gated(kernels::ActivationKind kind, const T* in, const T* bias,
+                    const float* inv_smooth, Code* q, float* s, int M, int K, int ld) {
+    kc::quantize_gated_rows_int8<T>(kind, in, bias, inv_smooth, q, s, M, K, ld, nullptr);
+  }
   // The device's rows (kernels/int8_layout.h's order) in column order.
   static std::vector<Code> in_column_order(const std::vector<Code>& stored, int M, int K) {
     std::vector<Code> q(stored.size());
@@ -68,6 +81,15 @@ struct E4m3Rows {
   template <typename T>
   static void device(const T* x, const float*, Code* q, float* s, int M, int K) {
     kc::quantize_rows_e4m3<T>(x, q, s, M, K, K, nullptr);
+  }
+  template <typename T>
+  static void device(const T* x, const float*, Code* q, float* s, int M, int K, int ld) {
+    kc::quantize_rows_e4m3<T>(x, q, s, M, K, ld, nullptr);
+  }
+  template <typename T>
+  static void gated(kernels::ActivationKind kind, const T* in, const T* bias, const float*,
+                    Code* q, float* s, int M, int K, int ld) {
+    kc::quantize_gated_rows_e4m3<T>(kind, in, bias, q, s, M, K, ld, nullptr);
   }
   static std::vector<Code> in_column_order(const std::vector<Code>& stored, int, int) {
     return stored;
@@ -131,6 +153,63 @@ TYPED_TEST(RowQuantizerCuda, GivesTheReferenceBytesAndScales) {
         ASSERT_EQ(got_s, s) << where << " (the weight reference)";
       }
     }
+  }
+}
+
+// The quantizers over the gated MLP activation (quantize_gated_rows_*: the down projection's input
+// of smoothquant and fp8) give the bytes and scales of bias_gated_act followed by the row
+// quantizer: with and without a bias and (int8) smoothquant's 1/s, SiLU and tanh-GELU, rows
+// held in registers short (4096) and long (11008, 14336), K not a multiple of 8 (the general
+// kernel), codes padded past K (int8: the general kernel; E4M3: zero codes after the held row),
+// an all-zero row.
+TYPED_TEST(RowQuantizerCuda, GatedActivationFusedGivesTheTwoStepBytes) {
+  LMX_REQUIRE_GPU();
+  using T = typename TypeParam::first_type;
+  using F = typename TypeParam::second_type;
+  using Code = typename F::Code;
+  using kernels::ActivationKind;
+  std::mt19937 rng(37);
+  struct Shape {
+    int M, K, ld;
+  };
+  for (const Shape shape : {Shape{1, 64, 64}, {5, 40, 40}, {3, 100, 100}, {7, 4096, 4096},
+                            {33, 11008, 11008}, {17, 14336, 14336}, {9, 2056, 2056},
+                            {6, 96, 112}, {300, 4096, 4096}, {2, 11008, 11024}}) {
+    const auto [M, K, ld] = shape;
+    auto in = test::randn<T>(size_t(M) * 2 * K, rng, 2.0f);
+    const int zero_row = M - 1;  // up 0: an all-zero row without the bias (M > 1)
+    if (M > 1)
+      for (int k = 0; k < K; ++k) in[size_t(zero_row) * 2 * K + K + k] = 0.0f;
+    in[5] = 30.0f;  // an outlier gate
+    const auto bias = test::randn<T>(size_t(2) * K, rng, 0.5f);
+    const auto inv = inverse_smoothing(K, rng);
+    Dev<T> din(in.size()), dbias(bias.size()), act(size_t(M) * K);
+    Dev<float> dinv(inv.size());
+    din.upload(in);
+    dbias.upload(bias);
+    dinv.upload(inv);
+    for (const auto kind : {ActivationKind::Silu, ActivationKind::GeluTanh})
+      for (const bool biased : {false, true})
+        for (const bool smoothed : {false, true}) {
+          if (smoothed && !F::kSmoothing) continue;
+          const std::string where = std::to_string(M) + "x" + std::to_string(K) + " ld " +
+                                    std::to_string(ld) + (biased ? " biased" : "") +
+                                    (smoothed ? " smoothed" : "") + " kind " +
+                                    std::to_string(int(kind));
+          const T* b = biased ? dbias.p : nullptr;
+          const float* c = smoothed ? dinv.p : nullptr;
+          Dev<Code> want_q{size_t(M) * ld}, got_q{size_t(M) * ld};
+          Dev<float> want_s{size_t(M)}, got_s{size_t(M)};
+          kc::bias_gated_act<T>(kind, din.p, b, act.p, M, K, nullptr);
+          F::template device<T>(act.p, c, want_q.p, want_s.p, M, K, ld);
+          F::template gated<T>(kind, din.p, b, c, got_q.p, got_s.p, M, K, ld);
+          LMX_CUDA_OK(cudaDeviceSynchronize());
+          ASSERT_EQ(got_q.download(), want_q.download()) << where;
+          ASSERT_EQ(got_s.download(), want_s.download()) << where;
+          const auto s = got_s.download();
+          if (M > 1 && !biased) EXPECT_EQ(s[size_t(zero_row)], 0.0f) << where << " (the zero row)";
+          EXPECT_GT(s[0], 0.0f) << where;
+        }
   }
 }
 

@@ -418,6 +418,27 @@ class CudaBackend final : public Backend {
            (M <= kWgmmaByteGemmMaxRows && byte_gemm_->plan(M, w.out, w.in, w.grouped()).wgmma);
   }
 
+  // Whether L's projection of M rows quantizes its input per token before its GEMM: smoothquant's
+  // W8A8 (always, where its 1/s is explicit), fp8 past the GEMV's and the W8A16 GEMM's rows. Its
+  // quantizer may then read the kernel before it in that kernel's place (quantize_gated_input).
+  bool quantizes_input(const DeviceLinear<T>& L, int M) const {
+    if (L.quant.kind == QuantKind::W8A8) return !L.q.inv_smooth.empty() || !skinny(M, int(L.in));
+    if (L.quant.kind == QuantKind::Fp8)
+      return !skinny(M, int(L.in)) && !byte_gemm(view(L).without_bias(), M);
+    return false;
+  }
+  static constexpr const T* kQuantizedInput = nullptr;
+
+  // L's quantizer (quantizes_input(L, M)) takes the gated activation of up [M, 2 L.in] (+ bias)
+  // in the activation kernel's place; L then runs on kQuantizedInput.
+  void quantize_gated_input(const DeviceLinear<T>& L, const T* up, const T* bias, int M) {
+    const auto kind = to_kernel(desc_.activation);
+    if (L.quant.kind == QuantKind::W8A8)
+      w8a8_linear_->quantize_gated(L, kind, up, bias, M, stream_);
+    else
+      fp8_linear_->quantize_gated(L, kind, up, bias, M, stream_);
+  }
+
   bool skinny(int M, int K) const {
     return opts_.skinny_gemv && !std::is_same_v<T, float> &&
            k::skinny_supported(M, K, int8_ || w8a8_ || fp8_);
@@ -425,17 +446,27 @@ class CudaBackend final : public Backend {
 
   // y[M, out] = x[M, in] · W^T, without the bias (the layer program adds biases where it can
   // fuse them): the weight-streaming kernel for decode-sized M, cuBLAS otherwise (dynamic_int8's
-  // int8 weights with 16-bit activations: the W8A16 GEMM, kernels/byte_weight_gemm.h). smoothquant's
-  // W8A8 and fp8's projections take quantized activations past the GEMV's rows (smoothquant's
-  // always with an explicit 1/s); at decode sizes the GEMV reads their one-byte weights with
-  // 16-bit activations, where quantizing the activations would not pay (the step reads the
-  // weights either way) and would only add its rounding.
+  // int8 weights with 16-bit activations: the W8A16 GEMM, kernels/byte_weight_gemm.h).
+  // smoothquant's W8A8 and fp8's projections take quantized activations past the GEMV's rows
+  // (smoothquant's always with an explicit 1/s); at decode sizes the GEMV reads their one-byte
+  // weights with 16-bit activations, where quantizing the activations would not pay (the step reads
+  // the weights either way) and would only add its rounding. x == kQuantizedInput: L's quantizer
+  // already holds its input (quantize_gated_input; only where quantizes_input(L, M)).
   void linear(const DeviceLinear<T>& L, const T* x, T* y, int M) {
     const kernels::LinearWeights<T> w = view(L).without_bias();
-    if (L.quant.kind == QuantKind::W8A8 && (!L.q.inv_smooth.empty() || !skinny(M, w.in)))
-      return w8a8_linear_->run(L, x, y, M, stream_);
-    if (L.quant.kind == QuantKind::Fp8 && !skinny(M, w.in) && !byte_gemm(w, M))
-      return fp8_linear_->run(L, x, y, M, stream_);
+    if (quantizes_input(L, M)) {
+      const bool w8a8 = L.quant.kind == QuantKind::W8A8;
+      if (x != kQuantizedInput) {
+        if (w8a8)
+          w8a8_linear_->quantize(L, x, M, stream_);
+        else
+          fp8_linear_->quantize(L, x, M, stream_);
+      }
+      if (w8a8) return w8a8_linear_->multiply(L, y, M, stream_);
+      return fp8_linear_->multiply(L, y, M, stream_);
+    }
+    if (x == kQuantizedInput)
+      throw_error("internal: a quantized input handed to a projection that reads 16-bit rows");
     if constexpr (kSkinnyGemv<T>) {
       if (skinny(M, w.in)) return k::skinny_linear<T>(x, w, y, M, stream_);
       if (byte_gemm(w, M)) return byte_gemm_->run<T, T>(x, w, y, M, stream_);
@@ -699,6 +730,14 @@ class CudaBackend final : public Backend {
     if (!opts_.fused && up_bias) {  // generic path: the bias as its own kernel
       k::bias_add<T>(up_.get(), up_bias, nullptr, up_.get(), n, int(L.up.out), stream_);
       up_bias = nullptr;
+    }
+    if (gated && opts_.fused && !recorder_ && !s.residual_in_epilogue &&
+        quantizes_input(L.down, n)) {
+      // The down projection's quantizer computes the activation itself: act_ is not written.
+      mark("down_proj");
+      quantize_gated_input(L.down, up_.get(), up_bias, n);
+      output_projection(L.down, kQuantizedInput, out, s);
+      return;
     }
     if (gated)
       k::bias_gated_act<T>(to_kernel(desc_.activation), up_.get(), up_bias, act_.get(), n, I, stream_);

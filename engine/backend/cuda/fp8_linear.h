@@ -9,6 +9,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/core/error.h"
+#include "kernels/activation.h"
 #include "kernels/fp8_linear.h"
 #include "kernels/gemm.h"
 #include "kernels/quantize.h"
@@ -33,14 +34,33 @@ class Fp8Linear {
   // its epilogue. A projection whose output rows are not a multiple of 16 (small test models)
   // goes through padded_y_ [M, fp8_padded(out)] and a strided copy.
   void run(const DeviceLinear<T>& L, const T* x, T* y, int M, cudaStream_t stream) {
-    namespace k = kernels::cuda;
-    const int N = int(L.out), K = int(L.in), Np = k::fp8_padded(N), Kp = k::fp8_padded(K);
-    if (size_t(M) * size_t(Kp) > xq_.size() || size_t(M) > xs_.size() ||
-        (N != Np && size_t(M) * size_t(Np) > padded_y_.size()))
-      throw_error("internal: a {} x {} x {} fp8 step exceeds its scratch", M, N, K);
-    k::quantize_rows_e4m3<T>(x, xq_.get(), xs_.get(), M, K, Kp, stream);
+    quantize(L, x, M, stream);
+    multiply(L, y, M, stream);
+  }
+
+  // run's first half: x's codes and row scales into the scratch.
+  void quantize(const DeviceLinear<T>& L, const T* x, int M, cudaStream_t stream) {
+    check(L, M);
+    kernels::cuda::quantize_rows_e4m3<T>(x, xq_.get(), xs_.get(), M, int(L.in), padded(L.in),
+                                         stream);
+  }
+
+  // The same for the gated MLP's activation of up [M, 2 L.in] (gate | up, bias [2 L.in] or
+  // null), which is never stored: the codes bias_gated_act's output would get
+  // (kernels/quantize.h's quantize_gated_rows_e4m3).
+  void quantize_gated(const DeviceLinear<T>& L, kernels::ActivationKind kind, const T* up,
+                      const T* bias, int M, cudaStream_t stream) {
+    check(L, M);
+    kernels::cuda::quantize_gated_rows_e4m3<T>(kind, up, bias, xq_.get(), xs_.get(), M, int(L.in),
+                                               padded(L.in), stream);
+  }
+
+  // run's second half: y [M, L.out] from the codes the last quantize* call for L wrote.
+  void multiply(const DeviceLinear<T>& L, T* y, int M, cudaStream_t stream) {
+    check(L, M);
+    const int N = int(L.out), Np = padded(L.out);
     T* out = N == Np ? y : padded_y_.get();
-    fp8_.run(xq_.get(), xs_.get(), codes(L), L.q.scales.get(), out, M, Np, Kp, stream);
+    fp8_.run(xq_.get(), xs_.get(), codes(L), L.q.scales.get(), out, M, Np, padded(L.in), stream);
     if (out != y)
       LMX_CUDA_CHECK(cudaMemcpy2DAsync(y, size_t(N) * sizeof(T), out, size_t(Np) * sizeof(T),
                                        size_t(N) * sizeof(T), size_t(M), cudaMemcpyDeviceToDevice,
@@ -54,6 +74,14 @@ class Fp8Linear {
   }
 
  private:
+  static int padded(int64_t n) { return kernels::cuda::fp8_padded(int(n)); }
+  void check(const DeviceLinear<T>& L, int M) const {
+    const size_t rows = size_t(M), Np = size_t(padded(L.out));
+    if (rows * size_t(padded(L.in)) > xq_.size() || rows > xs_.size() ||
+        (size_t(L.out) != Np && rows * Np > padded_y_.size()))
+      throw_error("internal: a {} x {} x {} fp8 step exceeds its scratch", M, L.out, L.in);
+  }
+
   kernels::cuda::Fp8Gemm<T> fp8_;
   DeviceBuffer<uint8_t> xq_;  // [rows, in] E4M3
   DeviceBuffer<float> xs_;    // [rows]

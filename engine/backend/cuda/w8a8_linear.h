@@ -7,6 +7,7 @@
 
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/core/error.h"
+#include "kernels/activation.h"
 #include "kernels/gemm.h"
 #include "kernels/quantize.h"
 #include "kernels/w8a8.h"
@@ -28,17 +29,44 @@ class W8A8Linear {
   // its smoothing is not in a norm) into rows of w8a8_padded(L.in) codes (the weight's: zeros
   // past L.in), then the int8 GEMM with the scales back to T.
   void run(const DeviceLinear<T>& L, const T* x, T* y, int M, cudaStream_t stream) {
-    namespace k = kernels::cuda;
-    const int N = int(L.out), K = int(L.in), Kp = kernels::cuda::w8a8_padded(K);
-    if (size_t(M) * size_t(Kp) > xq_.size() || size_t(M) * size_t(N) > acc_.size())
-      throw_error("internal: a {} x {} x {} W8A8 step exceeds its scratch", M, N, K);
-    k::quantize_rows_int8<T>(x, L.q.inv_smooth.empty() ? nullptr : L.q.inv_smooth.get(),
-                             xq_.get(), xs_.get(), M, K, Kp, stream);
-    gemm_.run(xq_.get(), L.q.values.get(), xs_.get(), L.q.scales.get(), acc_.get(), y, M, N, Kp,
-              stream);
+    quantize(L, x, M, stream);
+    multiply(L, y, M, stream);
+  }
+
+  // run's first half: x's codes and row scales into the scratch.
+  void quantize(const DeviceLinear<T>& L, const T* x, int M, cudaStream_t stream) {
+    check(L, M);
+    kernels::cuda::quantize_rows_int8<T>(x, inv_smooth(L), xq_.get(), xs_.get(), M, int(L.in),
+                                         padded_in(L), stream);
+  }
+
+  // The same for the gated MLP's activation of up [M, 2 L.in] (gate | up, bias [2 L.in] or
+  // null), which is never stored: the codes bias_gated_act's output would get
+  // (kernels/quantize.h's quantize_gated_rows_int8).
+  void quantize_gated(const DeviceLinear<T>& L, kernels::ActivationKind kind, const T* up,
+                      const T* bias, int M, cudaStream_t stream) {
+    check(L, M);
+    kernels::cuda::quantize_gated_rows_int8<T>(kind, up, bias, inv_smooth(L), xq_.get(), xs_.get(),
+                                               M, int(L.in), padded_in(L), stream);
+  }
+
+  // run's second half: y [M, L.out] from the codes the last quantize* call for L wrote.
+  void multiply(const DeviceLinear<T>& L, T* y, int M, cudaStream_t stream) {
+    check(L, M);
+    gemm_.run(xq_.get(), L.q.values.get(), xs_.get(), L.q.scales.get(), acc_.get(), y, M,
+              int(L.out), padded_in(L), stream);
   }
 
  private:
+  static int padded_in(const DeviceLinear<T>& L) { return kernels::cuda::w8a8_padded(int(L.in)); }
+  static const float* inv_smooth(const DeviceLinear<T>& L) {
+    return L.q.inv_smooth.empty() ? nullptr : L.q.inv_smooth.get();
+  }
+  void check(const DeviceLinear<T>& L, int M) const {
+    if (size_t(M) * size_t(padded_in(L)) > xq_.size() || size_t(M) * size_t(L.out) > acc_.size())
+      throw_error("internal: a {} x {} x {} W8A8 step exceeds its scratch", M, L.out, L.in);
+  }
+
   kernels::cuda::W8A8Gemm<T> gemm_;
   DeviceBuffer<int8_t> xq_;   // [rows, in]
   DeviceBuffer<float> xs_;    // [rows]
