@@ -27,6 +27,15 @@
 //                         it, so the codes and scales equal that kernel's followed by
 //                         quantize_rows_int8 / quantize_rows_e4m3 (the down projection's input of
 //                         smoothquant and fp8 past decode sizes: one pass instead of two).
+//   quantize_add_norm_rows_int8 / _e4m3: the same over a pre-norm block's input, which is never
+//                         stored (AddNorm): residual += delta as add_rms_norm / add_layer_norm
+//                         (kernels/norm.h) do it (delta null: residual unchanged), the codes and
+//                         scales of their output [rows, cols] (the same values, rounded to T, bit
+//                         for bit). Returns false and launches nothing where the fused kernel
+//                         does not apply: T = float, more than 8192 columns or not whole 16-byte
+//                         pieces, a pointer not 16-byte aligned, int8 rows padded past cols,
+//                         LayerNorm without a bias; the caller then runs the norm and the
+//                         quantizer.
 // T = float, __half or __nv_bfloat16; device memory; no allocation, no synchronization.
 #pragma once
 
@@ -36,6 +45,17 @@
 #include "kernels/stream.h"
 
 namespace lmx::kernels::cuda {
+
+// A pre-norm block's residual add and norm, as add_rms_norm / add_layer_norm take them.
+template <typename T>
+struct AddNorm {
+  T* residual;      // [rows, cols], updated
+  const T* delta;   // [rows, cols] or null
+  const T* weight;  // [cols]
+  const T* bias;    // [cols] (LayerNorm)
+  float eps;
+  bool layer_norm;  // LayerNorm, else RMSNorm
+};
 
 template <typename T>
 void quantize_rows_int8(const T* w, const float* col_scale, int8_t* q, float* scale, int rows,
@@ -58,6 +78,12 @@ void quantize_gated_rows_int8(ActivationKind kind, const T* in, const T* bias,
 template <typename T>
 void quantize_gated_rows_e4m3(ActivationKind kind, const T* in, const T* bias, uint8_t* codes,
                               float* scale, int rows, int cols, int codes_ld, cudaStream_t stream);
+template <typename T>
+bool quantize_add_norm_rows_int8(const AddNorm<T>& norm, const float* col_scale, int8_t* q,
+                                 float* scale, int rows, int cols, int q_ld, cudaStream_t stream);
+template <typename T>
+bool quantize_add_norm_rows_e4m3(const AddNorm<T>& norm, uint8_t* codes, float* scale, int rows,
+                                 int cols, int codes_ld, cudaStream_t stream);
 template <typename T>
 void encode_rows_e4m3(const T* x, uint8_t* codes, int rows, int cols, int codes_ld,
                       cudaStream_t stream);

@@ -16,8 +16,10 @@
 //   --gqa-sweep: only grouped-KV decode (issue 26): 4 and 8 query heads per kv head (32 / 8 and
 //            32 / 4), head_dim 64 and 128, contexts 2048 and 8192, batches 32, 256 and 512, over
 //            fp16, bf16 and fp8 (E4M3, fp16 queries) caches.
+//   --prefill: only prefill, 512 and 4096 tokens, fp16 and bf16, the Llama-2-7B shape and GQA
+//            32 / 8 (Llama-3-8B).
 // Times: CUDA events, 5 warm-up runs, median of 50.
-// Usage: lmx_bench_attention [--gqa-sweep]
+// Usage: lmx_bench_attention [--gqa-sweep | --prefill]
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -272,9 +274,10 @@ void gqa_sweep(double copy) {
 }
 
 int main(int argc, char** argv) {
-  const bool sweep = argc > 1 && std::string(argv[1]) == "--gqa-sweep";
-  if (argc > 1 && !sweep) {
-    std::fprintf(stderr, "usage: lmx_bench_attention [--gqa-sweep]\n");
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const bool sweep = mode == "--gqa-sweep", prefill_only = mode == "--prefill";
+  if (argc > 2 || (argc > 1 && !sweep && !prefill_only)) {
+    std::fprintf(stderr, "usage: lmx_bench_attention [--gqa-sweep | --prefill]\n");
     return 2;
   }
   int n = 0;
@@ -290,6 +293,14 @@ int main(int argc, char** argv) {
   const double copy = copy_bandwidth_gbs();
   if (sweep) {
     gqa_sweep(copy);
+    return 0;
+  }
+  if (prefill_only) {
+    for (const Shape shape : {llama, Shape{32, 8, 128}})
+      for (int len : {512, 4096}) {
+        bench_prefill<__half>("fp16", len, shape);
+        bench_prefill<__nv_bfloat16>("bf16", len, shape);
+      }
     return 0;
   }
   for (auto [b, ctx] : {std::pair{1, 512}, {1, 8192}, {32, 512}, {8, 4096}, {64, 1024}}) {

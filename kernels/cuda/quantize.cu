@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -18,6 +19,7 @@ namespace lmx::kernels::cuda {
 namespace {
 
 using detail::block_max;
+using detail::block_sum;
 using detail::from_f;
 using detail::to_f;
 
@@ -57,6 +59,8 @@ struct RowsOf {
     return reinterpret_cast<const uint4*>(x + size_t(r) * cols)[j];
   }
   bool aligned() const { return detail::vec_ok(cols, sizeof(T), {x}); }
+  template <int kHeld>
+  __device__ void finish(uint4 (&)[kHeld], float*) const {}
 };
 
 // The gated MLP's activation, never stored: act(in[r, c] + bias[c]) * (in[r, cols + c] +
@@ -100,6 +104,78 @@ struct GatedActivationOf {
     return out.packed;
   }
   bool aligned() const { return detail::vec_ok(cols, sizeof(T), {in, bias}); }
+  template <int kHeld>
+  __device__ void finish(uint4 (&)[kHeld], float*) const {}
+};
+
+// A pre-norm decoder block's input, never stored (kernels/quantize.h's AddNorm): piece j is the
+// residual's plus delta's, rounded to T and written back to the residual (the residual itself
+// without delta); once the block holds its row, finish() normalizes the pieces in place (RMSNorm,
+// or LayerNorm from the mean and the biased variance), times the weight (plus the bias), each
+// value rounded to T. Launched with add_norm_kernel's threads and pieces a thread
+// (kernels/cuda/norm.cu), the sums run in the same order, so the values equal add_rms_norm's /
+// add_layer_norm's output bit for bit. Held-kernel source only (no value()).
+template <typename T>
+struct AddNormOf {
+  AddNorm<T> norm;
+  int cols;
+  __device__ uint4 piece(int r, int j) const {
+    uint4 a = reinterpret_cast<const uint4*>(norm.residual + size_t(r) * cols)[j];
+    if (norm.delta) {
+      const uint4 d = reinterpret_cast<const uint4*>(norm.delta + size_t(r) * cols)[j];
+      T* av = reinterpret_cast<T*>(&a);
+      const T* dv = reinterpret_cast<const T*>(&d);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) av[k] = from_f<T>(to_f(av[k]) + to_f(dv[k]));
+      reinterpret_cast<uint4*>(norm.residual + size_t(r) * cols)[j] = a;
+    }
+    return a;
+  }
+  template <int kHeld>
+  __device__ void finish(uint4 (&raw)[kHeld], float* scratch) const {
+    const int vecs = cols / 8;
+    const auto values = [&](int i) { return reinterpret_cast<T*>(&raw[i]); };
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i)
+      if (threadIdx.x + i * blockDim.x < vecs)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const float v = to_f(values(i)[k]);
+          sum += norm.layer_norm ? v : v * v;
+        }
+    float mean = 0.0f, inv;
+    if (norm.layer_norm) {
+      mean = block_sum(sum, scratch) / float(cols);
+      float var = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i)
+        if (threadIdx.x + i * blockDim.x < vecs)
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const float d = to_f(values(i)[k]) - mean;
+            var += d * d;
+          }
+      inv = rsqrtf(block_sum(var, scratch) / float(cols) + norm.eps);
+    } else {
+      inv = rsqrtf(block_sum(sum, scratch) / float(cols) + norm.eps);
+    }
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int j = threadIdx.x + i * blockDim.x;
+      if (j >= vecs) continue;
+      const uint4 wp = reinterpret_cast<const uint4*>(norm.weight)[j];
+      const T* w = reinterpret_cast<const T*>(&wp);
+      uint4 bp = make_uint4(0u, 0u, 0u, 0u);
+      if (norm.layer_norm) bp = reinterpret_cast<const uint4*>(norm.bias)[j];
+      const T* b = reinterpret_cast<const T*>(&bp);
+      T* v = values(i);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        v[k] = norm.layer_norm ? from_f<T>((to_f(v[k]) - mean) * inv * to_f(w[k]) + to_f(b[k]))
+                               : from_f<T>(to_f(w[k]) * (to_f(v[k]) * inv));
+    }
+  }
 };
 
 // One block a row: the row's max |v|, then each value divided by the scale; v = the source's value
@@ -152,6 +228,7 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
     const int j = threadIdx.x + i * blockDim.x;
     raw[i] = j < vecs ? src.piece(blockIdx.x, j) : make_uint4(0u, 0u, 0u, 0u);
   }
+  src.template finish<kHeldVecs>(raw, scratch);
   // The 8 values of piece i (j = its index in the row, < vecs), times their columns' scales.
   const auto values = [&](int i, int j, float (&v)[8]) {
     const T* e = reinterpret_cast<const T*>(&raw[i]);
@@ -372,6 +449,48 @@ void quantize_gated_rows(ActivationKind kind, const T* in, const T* bias, const 
   });
 }
 
+// AddNormOf's rows through format F's held quantizer, with add_norm_kernel's threads and pieces a
+// thread (kernels/cuda/norm.cu's launch_cached for 16-byte packs: one a thread up to 512 packs,
+// then two), or false.
+template <typename T, typename F>
+bool quantize_add_norm_rows(const AddNorm<T>& norm, const float* col_scale, typename F::Code* q,
+                            float* scale, int rows, int cols, int ld, cudaStream_t stream) {
+  if constexpr (sizeof(T) != 2) {
+    return false;
+  } else {
+    const int vecs = cols / 8;
+    const std::initializer_list<const void*> pointers = {norm.residual, norm.delta, norm.weight,
+                                                         norm.bias, q, col_scale};
+    if (!detail::vec_ok(cols, sizeof(T), pointers) || ld < cols || ld % 8 != 0 || (F::kInt8Layout && ld != cols) || vecs > 2 * kHeldMaxThreads ||
+        (norm.layer_norm && norm.bias == nullptr))
+      return false;
+    if (rows <= 0 || cols <= 0) return true;
+    const int per_thread = vecs <= 512 ? 1 : 2;
+    const int threads = ((vecs + per_thread - 1) / per_thread + 31) / 32 * 32;
+    const AddNormOf<T> src{norm, cols};
+    if (per_thread == 1)
+      quantize_rows_held_kernel<T, F, 1><<<rows, threads, 0, stream>>>(src, col_scale, q, scale,
+                                                                       cols, ld);
+    else
+      quantize_rows_held_kernel<T, F, 2><<<rows, threads, 0, stream>>>(src, col_scale, q, scale,
+                                                                       cols, ld);
+    return true;
+  }
+}
+
+template <typename T>
+bool quantize_add_norm_rows_int8(const AddNorm<T>& norm, const float* col_scale, int8_t* q,
+                                 float* scale, int rows, int cols, int q_ld, cudaStream_t stream) {
+  return quantize_add_norm_rows<T, Int8Code>(norm, col_scale, q, scale, rows, cols, q_ld, stream);
+}
+
+template <typename T>
+bool quantize_add_norm_rows_e4m3(const AddNorm<T>& norm, uint8_t* codes, float* scale, int rows,
+                                 int cols, int codes_ld, cudaStream_t stream) {
+  return quantize_add_norm_rows<T, E4m3Code>(norm, nullptr, codes, scale, rows, cols, codes_ld,
+                                             stream);
+}
+
 template <typename T>
 void quantize_gated_rows_int8(ActivationKind kind, const T* in, const T* bias,
                               const float* col_scale, int8_t* q, float* scale, int rows, int cols,
@@ -416,7 +535,11 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
   template void quantize_gated_rows_int8<T>(ActivationKind, const T*, const T*, const float*,    \
                                             int8_t*, float*, int, int, int, cudaStream_t);        \
   template void quantize_gated_rows_e4m3<T>(ActivationKind, const T*, const T*, uint8_t*, float*, \
-                                            int, int, int, cudaStream_t);
+                                            int, int, int, cudaStream_t);                         \
+  template bool quantize_add_norm_rows_int8<T>(const AddNorm<T>&, const float*, int8_t*, float*,  \
+                                               int, int, int, cudaStream_t);                      \
+  template bool quantize_add_norm_rows_e4m3<T>(const AddNorm<T>&, uint8_t*, float*, int, int, int, \
+                                               cudaStream_t);
 LMX_INSTANTIATE(float)
 LMX_INSTANTIATE(__half)
 LMX_INSTANTIATE(__nv_bfloat16)

@@ -10,7 +10,8 @@
 // (Rows padded to the GEMM's K: tests/kernels/fp8_linear_test.cu, QuantizeRowsPadsWithZeroCodes.)
 // And encode_rows_e4m3 (no scaling) against kernels::cpu::encode_e4m3, and the quantizers fused
 // with the gated activation (quantize_gated_rows_*) against the activation kernel followed by the
-// quantizer, byte for byte.
+// quantizer, byte for byte, and the quantizers fused with the pre-norm residual add and norm
+// (quantize_add_norm_rows_*) against add_rms_norm / add_layer_norm followed by the quantizer.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -25,6 +26,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/int8_layout.h"
+#include "kernels/norm.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/quantize.h"
 #include "quant/fp8.h"
@@ -62,6 +64,11 @@ struct Int8Rows {
                     const float* inv_smooth, Code* q, float* s, int M, int K, int ld) {
     kc::quantize_gated_rows_int8<T>(kind, in, bias, inv_smooth, q, s, M, K, ld, nullptr);
   }
+  template <typename T>
+  static bool add_norm(const kc::AddNorm<T>& norm, const float* inv_smooth, Code* q, float* s,
+                       int M, int K, int ld) {
+    return kc::quantize_add_norm_rows_int8<T>(norm, inv_smooth, q, s, M, K, ld, nullptr);
+  }
   // The device's rows (kernels/int8_layout.h's order) in column order.
   static std::vector<Code> in_column_order(const std::vector<Code>& stored, int M, int K) {
     std::vector<Code> q(stored.size());
@@ -90,6 +97,11 @@ struct E4m3Rows {
   static void gated(kernels::ActivationKind kind, const T* in, const T* bias, const float*,
                     Code* q, float* s, int M, int K, int ld) {
     kc::quantize_gated_rows_e4m3<T>(kind, in, bias, q, s, M, K, ld, nullptr);
+  }
+  template <typename T>
+  static bool add_norm(const kc::AddNorm<T>& norm, const float*, Code* q, float* s, int M, int K,
+                       int ld) {
+    return kc::quantize_add_norm_rows_e4m3<T>(norm, q, s, M, K, ld, nullptr);
   }
   static std::vector<Code> in_column_order(const std::vector<Code>& stored, int, int) {
     return stored;
@@ -209,6 +221,71 @@ TYPED_TEST(RowQuantizerCuda, GatedActivationFusedGivesTheTwoStepBytes) {
           const auto s = got_s.download();
           if (M > 1 && !biased) EXPECT_EQ(s[size_t(zero_row)], 0.0f) << where << " (the zero row)";
           EXPECT_GT(s[0], 0.0f) << where;
+        }
+  }
+}
+
+// The quantizers fused with a pre-norm block's residual add and norm (quantize_add_norm_rows_*)
+// leave the residual and give the codes and scales of add_rms_norm / add_layer_norm followed by
+// the row quantizer, byte for byte: RMSNorm and LayerNorm, with and without the delta and (int8)
+// smoothquant's 1/s, rows of one 16-byte piece a thread (40, 64, 4096 columns) and of two (5120,
+// 8192), E4M3 rows padded past K; and they launch nothing, returning false, where they do not
+// apply (float rows, K not a multiple of 8, past 8192 columns, int8 rows padded past K).
+TYPED_TEST(RowQuantizerCuda, AddNormFusedGivesTheTwoStepBytes) {
+  LMX_REQUIRE_GPU();
+  using T = typename TypeParam::first_type;
+  using F = typename TypeParam::second_type;
+  using Code = typename F::Code;
+  std::mt19937 rng(43);
+  struct Shape {
+    int M, K, ld;
+    bool fused;  // whether the fused kernel applies (16-bit T)
+  };
+  const bool int8 = F::kSmoothing;
+  for (const Shape shape : {Shape{3, 40, 40, true}, {1, 64, 64, true}, {300, 4096, 4096, true},
+                            {7, 5120, 5120, true}, {33, 8192, 8192, true},
+                            {5, 4096, 4112, !int8}, {4, 100, 100, false},
+                            {2, 8200, 8200, false}}) {
+    const auto [M, K, ld, applies] = shape;
+    const bool fused = applies && sizeof(T) == 2;
+    const auto residual = test::randn<T>(size_t(M) * K, rng, 3.0f);
+    const auto delta = test::randn<T>(size_t(M) * K, rng, 1.0f);
+    const auto weight = test::randn<T>(size_t(K), rng, 0.5f, 1.0f);
+    const auto bias = test::randn<T>(size_t(K), rng, 0.2f);
+    const auto inv = inverse_smoothing(K, rng);
+    Dev<T> dw(weight.size()), db(bias.size()), dd(delta.size()), normed(residual.size());
+    Dev<float> dinv(inv.size());
+    dw.upload(weight);
+    db.upload(bias);
+    dd.upload(delta);
+    dinv.upload(inv);
+    for (const bool layer : {false, true})
+      for (const bool with_delta : {false, true})
+        for (const bool smoothed : {false, true}) {
+          if (smoothed && !F::kSmoothing) continue;
+          const std::string where = std::to_string(M) + "x" + std::to_string(K) + " ld " +
+                                    std::to_string(ld) + (layer ? " LayerNorm" : " RMSNorm") +
+                                    (with_delta ? " delta" : "") + (smoothed ? " smoothed" : "");
+          Dev<T> want_r{residual.size()}, got_r{residual.size()};
+          want_r.upload(residual);
+          got_r.upload(residual);
+          const T* d = with_delta ? dd.p : nullptr;
+          const float* c = smoothed ? dinv.p : nullptr;
+          Dev<Code> want_q{size_t(M) * ld}, got_q{size_t(M) * ld};
+          Dev<float> want_s{size_t(M)}, got_s{size_t(M)};
+          const kc::AddNorm<T> norm{got_r.p, d, dw.p, layer ? db.p : nullptr, 1e-5f, layer};
+          const bool launched = F::template add_norm<T>(norm, c, got_q.p, got_s.p, M, K, ld);
+          ASSERT_EQ(launched, fused) << where;
+          if (!fused) continue;
+          if (layer)
+            kc::add_layer_norm<T>(want_r.p, d, dw.p, db.p, normed.p, M, K, 1e-5f, nullptr);
+          else
+            kc::add_rms_norm<T>(want_r.p, d, dw.p, normed.p, M, K, 1e-5f, nullptr);
+          F::template device<T>(normed.p, c, want_q.p, want_s.p, M, K, ld);
+          LMX_CUDA_OK(cudaDeviceSynchronize());
+          ASSERT_EQ(got_r.download(), want_r.download()) << where << " (the residual)";
+          ASSERT_EQ(got_q.download(), want_q.download()) << where;
+          ASSERT_EQ(got_s.download(), want_s.download()) << where;
         }
   }
 }

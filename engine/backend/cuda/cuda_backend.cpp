@@ -610,21 +610,44 @@ class CudaBackend final : public Backend {
       return;
     }
     // x = r + block(norm(x)), r = x, or norm(x) with residual_from_norm.
-    begin_block(L.attn_norm, s);
-    attention_block(L, l, s, h_.get());
-    begin_block(mlp_norm, s);
-    mlp_block(L, l, s, h_.get(), delta_.get());
+    const T* attn_in = begin_block(L.attn_norm, L.qkv, s);
+    attention_block(L, l, s, attn_in);
+    const T* mlp_in = begin_block(mlp_norm, L.up, s);
+    mlp_block(L, l, s, mlp_in, delta_.get());
   }
 
-  // Before a pre-norm block: h_ = norm(x_ + pending output). Fused decode steps skip it (the
-  // projection that reads the norm runs it).
-  void begin_block(const DeviceNorm<T>& norm, const Step& s) {
-    if (s.fused_decode) return;
+  // Before a pre-norm block whose first projection is `first`: h_ = norm(x_ + pending output),
+  // the block's input; or kQuantizedInput where the norm ran inside first's quantizer
+  // (norm_in_quantizer: h_ not written). Fused decode steps skip it (the projection that reads
+  // the norm runs it).
+  const T* begin_block(const DeviceNorm<T>& norm, const DeviceLinear<T>& first, const Step& s) {
+    if (s.fused_decode) return h_.get();
     mark("norm");
+    if (norm_in_quantizer(norm, first, s.n())) return kQuantizedInput;
     block_norm(norm, h_.get(), s.n());
     if (desc_.residual_from_norm)
       LMX_CUDA_CHECK(cudaMemcpyAsync(x_.get(), h_.get(), size_t(s.n()) * desc_.hidden_size * sizeof(T),
                                      cudaMemcpyDeviceToDevice, stream_));
+    return h_.get();
+  }
+
+  // block_norm's residual add and norm inside the quantizer of `first`, where first quantizes its
+  // input and the fused kernel applies (kernels/quantize.h's quantize_add_norm_rows_*): x_ +=
+  // the pending output, first's codes from the normalized rows; false: nothing done.
+  bool norm_in_quantizer(const DeviceNorm<T>& norm, const DeviceLinear<T>& first, int n) {
+    if (!opts_.fused || recorder_ || desc_.residual_from_norm || !quantizes_input(first, n))
+      return false;
+    const k::AddNorm<T> add_norm{x_.get(),
+                                 pending_ ? delta_.get() : nullptr,
+                                 layer_norm_weight(norm.weight).get(),
+                                 layer_norm_bias(norm.bias).get(),
+                                 desc_.norm_eps,
+                                 desc_.norm == NormKind::LayerNorm};
+    const bool done = first.quant.kind == QuantKind::W8A8
+                          ? w8a8_linear_->quantize_add_norm(first, add_norm, n, stream_)
+                          : fp8_linear_->quantize_add_norm(first, add_norm, n, stream_);
+    if (done) pending_ = false;
+    return done;
   }
 
   // delta_ [n, hidden] = o_proj(attention(rope(qkv_proj(in)))) + bias, appending the K/V to layer

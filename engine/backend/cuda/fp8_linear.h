@@ -55,6 +55,16 @@ class Fp8Linear {
                                                padded(L.in), stream);
   }
 
+  // The same for a pre-norm block's input, never stored (kernels/quantize.h's
+  // quantize_add_norm_rows_e4m3: norm.residual += norm.delta as well); false, doing nothing, where
+  // that kernel does not apply.
+  bool quantize_add_norm(const DeviceLinear<T>& L, const kernels::cuda::AddNorm<T>& norm, int M,
+                         cudaStream_t stream) {
+    check(L, M);
+    return kernels::cuda::quantize_add_norm_rows_e4m3<T>(norm, xq_.get(), xs_.get(), M, int(L.in),
+                                                         padded(L.in), stream);
+  }
+
   // run's second half: y [M, L.out] from the codes the last quantize* call for L wrote.
   void multiply(const DeviceLinear<T>& L, T* y, int M, cudaStream_t stream) {
     check(L, M);

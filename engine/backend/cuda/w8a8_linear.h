@@ -50,6 +50,16 @@ class W8A8Linear {
                                                M, int(L.in), padded_in(L), stream);
   }
 
+  // The same for a pre-norm block's input, never stored (kernels/quantize.h's
+  // quantize_add_norm_rows_int8: norm.residual += norm.delta as well); false, doing nothing, where
+  // that kernel does not apply.
+  bool quantize_add_norm(const DeviceLinear<T>& L, const kernels::cuda::AddNorm<T>& norm, int M,
+                         cudaStream_t stream) {
+    check(L, M);
+    return kernels::cuda::quantize_add_norm_rows_int8<T>(norm, inv_smooth(L), xq_.get(), xs_.get(),
+                                                         M, int(L.in), padded_in(L), stream);
+  }
+
   // run's second half: y [M, L.out] from the codes the last quantize* call for L wrote.
   void multiply(const DeviceLinear<T>& L, T* y, int M, cudaStream_t stream) {
     check(L, M);
