@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/norm_rows.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/norm.h"
 
@@ -23,7 +24,6 @@ __global__ void __launch_bounds__(1024)
   const int packs = cols / N;
   const T* in_row = in + row * cols;
   float v[VPT][N];
-  float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
@@ -36,40 +36,30 @@ __global__ void __launch_bounds__(1024)
         store<T, N>(residual_out + row * cols, i, a);
       }
 #pragma unroll
-      for (int j = 0; j < N; ++j) {
-        v[k][j] = to_f(a.v[j]);
-        sum += LAYER ? v[k][j] : v[k][j] * v[k][j];
-      }
+      for (int j = 0; j < N; ++j) v[k][j] = to_f(a.v[j]);
     }
   }
-  float mean = 0.0f, inv;
-  if (LAYER) {
-    mean = block_sum(sum, scratch) / float(cols);
-    float var = 0.0f;
+  const float2 f = norm_factors(
+      LAYER,
+      [&](auto&& visit) {
 #pragma unroll
-    for (int k = 0; k < VPT; ++k)
-      if (threadIdx.x + k * blockDim.x < packs)
+        for (int k = 0; k < VPT; ++k)
+          if (threadIdx.x + k * blockDim.x < packs)
 #pragma unroll
-        for (int j = 0; j < N; ++j) var += (v[k][j] - mean) * (v[k][j] - mean);
-    inv = rsqrtf(block_sum(var, scratch) / float(cols) + eps);
-  } else {
-    inv = rsqrtf(block_sum(sum, scratch) / float(cols) + eps);
-  }
+            for (int j = 0; j < N; ++j) visit(v[k][j]);
+      },
+      cols, eps, scratch);
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
     if (i < packs) {
       const Pack<T, N> w = load<T, N>(weight, i);
+      Pack<T, N> b{};
+      if (LAYER) b = load<T, N>(bias, i);
       Pack<T, N> o;
-      if (LAYER) {
-        const Pack<T, N> b = load<T, N>(bias, i);
 #pragma unroll
-        for (int j = 0; j < N; ++j)
-          o.v[j] = from_f<T>((v[k][j] - mean) * inv * to_f(w.v[j]) + to_f(b.v[j]));
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; ++j) o.v[j] = from_f<T>(to_f(w.v[j]) * (v[k][j] * inv));
-      }
+      for (int j = 0; j < N; ++j)
+        o.v[j] = from_f<T>(normalized(LAYER, v[k][j], f, to_f(w.v[j]), LAYER ? to_f(b.v[j]) : 0.0f));
       store<T, N>(out + row * cols, i, o);
     }
   }

@@ -13,13 +13,13 @@
 #include "kernels/activation.h"
 #include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/norm_rows.cuh"
 #include "kernels/int8_layout.h"
 
 namespace lmx::kernels::cuda {
 namespace {
 
 using detail::block_max;
-using detail::block_sum;
 using detail::from_f;
 using detail::to_f;
 
@@ -135,45 +135,29 @@ struct AddNormOf {
   __device__ void finish(uint4 (&raw)[kHeld], float* scratch) const {
     const int vecs = cols / 8;
     const auto values = [&](int i) { return reinterpret_cast<T*>(&raw[i]); };
-    float sum = 0.0f;
+    const float2 f = detail::norm_factors(
+        norm.layer_norm,
+        [&](auto&& visit) {
 #pragma unroll
-    for (int i = 0; i < kHeld; ++i)
-      if (threadIdx.x + i * blockDim.x < vecs)
+          for (int i = 0; i < kHeld; ++i)
+            if (threadIdx.x + i * blockDim.x < vecs)
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const float v = to_f(values(i)[k]);
-          sum += norm.layer_norm ? v : v * v;
-        }
-    float mean = 0.0f, inv;
-    if (norm.layer_norm) {
-      mean = block_sum(sum, scratch) / float(cols);
-      float var = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kHeld; ++i)
-        if (threadIdx.x + i * blockDim.x < vecs)
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            const float d = to_f(values(i)[k]) - mean;
-            var += d * d;
-          }
-      inv = rsqrtf(block_sum(var, scratch) / float(cols) + norm.eps);
-    } else {
-      inv = rsqrtf(block_sum(sum, scratch) / float(cols) + norm.eps);
-    }
+              for (int k = 0; k < 8; ++k) visit(to_f(values(i)[k]));
+        },
+        cols, norm.eps, scratch);
 #pragma unroll
     for (int i = 0; i < kHeld; ++i) {
       const int j = threadIdx.x + i * blockDim.x;
       if (j >= vecs) continue;
       const uint4 wp = reinterpret_cast<const uint4*>(norm.weight)[j];
-      const T* w = reinterpret_cast<const T*>(&wp);
       uint4 bp = make_uint4(0u, 0u, 0u, 0u);
       if (norm.layer_norm) bp = reinterpret_cast<const uint4*>(norm.bias)[j];
+      const T* w = reinterpret_cast<const T*>(&wp);
       const T* b = reinterpret_cast<const T*>(&bp);
       T* v = values(i);
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        v[k] = norm.layer_norm ? from_f<T>((to_f(v[k]) - mean) * inv * to_f(w[k]) + to_f(b[k]))
-                               : from_f<T>(to_f(w[k]) * (to_f(v[k]) * inv));
+        v[k] = from_f<T>(detail::normalized(norm.layer_norm, to_f(v[k]), f, to_f(w[k]), to_f(b[k])));
     }
   }
 };
