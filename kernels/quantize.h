@@ -20,13 +20,15 @@
 //                         past cols: kernels/kv_dtype.h's encode_e4m3 of each value. An fp8
 //                         checkpoint's weights, which arrive as their codes' values (exact in
 //                         T), back to the checkpoint's codes.
-//   quantize_gated_rows_int8 / _e4m3: the same quantizers over the gated MLP's activation, which
-//                         is never stored: x = act(in[:, :cols] + bias[:cols]) * (in[:, cols:] +
-//                         bias[cols:]) of in [rows, 2 cols] (gate | up), bias [2 cols] or null,
-//                         each value rounded to T as bias_gated_act (kernels/activation.h) stores
-//                         it, so the codes and scales equal that kernel's followed by
-//                         quantize_rows_int8 / quantize_rows_e4m3 (the down projection's input of
-//                         smoothquant and fp8 past decode sizes: one pass instead of two).
+//   quantize_act_rows_int8 / _e4m3: the same quantizers over an MLP's activation, which is
+//                         never stored (MlpActivation): x = act(in + bias) of in [rows, cols],
+//                         bias [cols] or null, or, gated, act(in[:, :cols] + bias[:cols]) *
+//                         (in[:, cols:] + bias[cols:]) of in [rows, 2 cols] (gate | up), bias
+//                         [2 cols] or null; each value rounded to T as bias_act /
+//                         bias_gated_act (kernels/activation.h) store it, so the codes and scales
+//                         equal those kernels' followed by quantize_rows_int8 / quantize_rows_e4m3
+//                         (the down projection's input of smoothquant and fp8 past decode sizes:
+//                         one pass instead of two).
 //   quantize_add_norm_rows_int8 / _e4m3: the same over a pre-norm block's input, which is never
 //                         stored (AddNorm): residual += delta as add_rms_norm / add_layer_norm
 //                         (kernels/norm.h) do it (delta null: residual unchanged), the codes and
@@ -45,6 +47,12 @@
 #include "kernels/stream.h"
 
 namespace lmx::kernels::cuda {
+
+// An MLP's activation, as bias_act (plain) and bias_gated_act (gated) compute it.
+struct MlpActivation {
+  ActivationKind kind;
+  bool gated;
+};
 
 // A pre-norm block's residual add and norm, as add_rms_norm / add_layer_norm take them.
 template <typename T>
@@ -72,12 +80,12 @@ template <typename T>
 void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int cols,
                         int codes_ld, cudaStream_t stream);
 template <typename T>
-void quantize_gated_rows_int8(ActivationKind kind, const T* in, const T* bias,
-                              const float* col_scale, int8_t* q, float* scale, int rows, int cols,
-                              int q_ld, cudaStream_t stream);
+void quantize_act_rows_int8(MlpActivation act, const T* in, const T* bias, const float* col_scale,
+                            int8_t* q, float* scale, int rows, int cols, int q_ld,
+                            cudaStream_t stream);
 template <typename T>
-void quantize_gated_rows_e4m3(ActivationKind kind, const T* in, const T* bias, uint8_t* codes,
-                              float* scale, int rows, int cols, int codes_ld, cudaStream_t stream);
+void quantize_act_rows_e4m3(MlpActivation act, const T* in, const T* bias, uint8_t* codes,
+                            float* scale, int rows, int cols, int codes_ld, cudaStream_t stream);
 template <typename T>
 bool quantize_add_norm_rows_int8(const AddNorm<T>& norm, const float* col_scale, int8_t* q,
                                  float* scale, int rows, int cols, int q_ld, cudaStream_t stream);

@@ -11,16 +11,18 @@
 #include <string>
 
 #include "kernels/activation.h"
-#include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/norm_rows.cuh"
+#include "kernels/cuda/quantize_sources.cuh"
 #include "kernels/int8_layout.h"
 
 namespace lmx::kernels::cuda {
 namespace {
 
+using detail::ActivationOf;
+using detail::AddNormOf;
 using detail::block_max;
 using detail::from_f;
+using detail::RowsOf;
 using detail::to_f;
 
 constexpr int kThreads = 256;
@@ -46,121 +48,6 @@ template <typename F>
 __device__ __forceinline__ int code_position(int c, int ld) {
   return F::kInt8Layout ? int8_position(c, ld) : c;
 }
-
-// Where the quantizers' rows come from, each value as T holds it: element c of row r, and (16-bit T,
-// cols % 8 == 0) 16-byte piece j of the row (its 8 values packed as T).
-// x [rows, cols] itself:
-template <typename T>
-struct RowsOf {
-  const T* x;
-  int cols;
-  __device__ float value(int r, int c) const { return to_f(x[size_t(r) * cols + c]); }
-  __device__ uint4 piece(int r, int j) const {
-    return reinterpret_cast<const uint4*>(x + size_t(r) * cols)[j];
-  }
-  bool aligned() const { return detail::vec_ok(cols, sizeof(T), {x}); }
-  template <int kHeld>
-  __device__ void finish(uint4 (&)[kHeld], float*) const {}
-};
-
-// The gated MLP's activation, never stored: act(in[r, c] + bias[c]) * (in[r, cols + c] +
-// bias[cols + c]) of in [rows, 2 cols] (gate | up) and bias [2 cols] or null, in fp32 and rounded
-// once to T: the same arithmetic, the same values as the activation kernels store
-// (kernels/cuda/activation.cu's act_kernel), so the codes equal those of the two-step path.
-template <typename T, ActivationKind K>
-struct GatedActivationOf {
-  const T* in;
-  const T* bias;
-  int cols;
-  __device__ float gated(float gate, float up) const {
-    return to_f(from_f<T>(detail::activate<K>(gate) * up));
-  }
-  __device__ float value(int r, int c) const {
-    const T* row = in + size_t(r) * 2 * cols;
-    float gate = to_f(row[c]), up = to_f(row[cols + c]);
-    if (bias) gate += to_f(bias[c]), up += to_f(bias[cols + c]);
-    return gated(gate, up);
-  }
-  __device__ uint4 piece(int r, int j) const {
-    const int vecs = cols / 8;
-    const uint4* row = reinterpret_cast<const uint4*>(in + size_t(r) * 2 * cols);
-    const uint4 g = row[j], u = row[vecs + j];
-    uint4 bg = make_uint4(0u, 0u, 0u, 0u), bu = bg;
-    if (bias) bg = reinterpret_cast<const uint4*>(bias)[j], bu = reinterpret_cast<const uint4*>(bias)[vecs + j];
-    const T* gv = reinterpret_cast<const T*>(&g);
-    const T* uv = reinterpret_cast<const T*>(&u);
-    const T* bgv = reinterpret_cast<const T*>(&bg);
-    const T* buv = reinterpret_cast<const T*>(&bu);
-    union {
-      T v[8];
-      uint4 packed;
-    } out;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      float gate = to_f(gv[k]), up = to_f(uv[k]);
-      if (bias) gate += to_f(bgv[k]), up += to_f(buv[k]);
-      out.v[k] = from_f<T>(detail::activate<K>(gate) * up);
-    }
-    return out.packed;
-  }
-  bool aligned() const { return detail::vec_ok(cols, sizeof(T), {in, bias}); }
-  template <int kHeld>
-  __device__ void finish(uint4 (&)[kHeld], float*) const {}
-};
-
-// A pre-norm decoder block's input, never stored (kernels/quantize.h's AddNorm): piece j is the
-// residual's plus delta's, rounded to T and written back to the residual (the residual itself
-// without delta); once the block holds its row, finish() normalizes the pieces in place (RMSNorm,
-// or LayerNorm from the mean and the biased variance), times the weight (plus the bias), each
-// value rounded to T. Launched with add_norm_kernel's threads and pieces a thread
-// (kernels/cuda/norm.cu), the sums run in the same order, so the values equal add_rms_norm's /
-// add_layer_norm's output bit for bit. Held-kernel source only (no value()).
-template <typename T>
-struct AddNormOf {
-  AddNorm<T> norm;
-  int cols;
-  __device__ uint4 piece(int r, int j) const {
-    uint4 a = reinterpret_cast<const uint4*>(norm.residual + size_t(r) * cols)[j];
-    if (norm.delta) {
-      const uint4 d = reinterpret_cast<const uint4*>(norm.delta + size_t(r) * cols)[j];
-      T* av = reinterpret_cast<T*>(&a);
-      const T* dv = reinterpret_cast<const T*>(&d);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) av[k] = from_f<T>(to_f(av[k]) + to_f(dv[k]));
-      reinterpret_cast<uint4*>(norm.residual + size_t(r) * cols)[j] = a;
-    }
-    return a;
-  }
-  template <int kHeld>
-  __device__ void finish(uint4 (&raw)[kHeld], float* scratch) const {
-    const int vecs = cols / 8;
-    const auto values = [&](int i) { return reinterpret_cast<T*>(&raw[i]); };
-    const float2 f = detail::norm_factors(
-        norm.layer_norm,
-        [&](auto&& visit) {
-#pragma unroll
-          for (int i = 0; i < kHeld; ++i)
-            if (threadIdx.x + i * blockDim.x < vecs)
-#pragma unroll
-              for (int k = 0; k < 8; ++k) visit(to_f(values(i)[k]));
-        },
-        cols, norm.eps, scratch);
-#pragma unroll
-    for (int i = 0; i < kHeld; ++i) {
-      const int j = threadIdx.x + i * blockDim.x;
-      if (j >= vecs) continue;
-      const uint4 wp = reinterpret_cast<const uint4*>(norm.weight)[j];
-      uint4 bp = make_uint4(0u, 0u, 0u, 0u);
-      if (norm.layer_norm) bp = reinterpret_cast<const uint4*>(norm.bias)[j];
-      const T* w = reinterpret_cast<const T*>(&wp);
-      const T* b = reinterpret_cast<const T*>(&bp);
-      T* v = values(i);
-#pragma unroll
-      for (int k = 0; k < 8; ++k)
-        v[k] = from_f<T>(detail::normalized(norm.layer_norm, to_f(v[k]), f, to_f(w[k]), to_f(b[k])));
-    }
-  }
-};
 
 // One block a row: the row's max |v|, then each value divided by the scale; v = the source's value
 // (times the column's scale, one fp32 rounding, as the CPU reference's product). q's rows are `ld`
@@ -418,18 +305,23 @@ void quantize_rows_e4m3(const T* x, uint8_t* codes, float* scale, int rows, int 
                                     codes_ld, stream);
 }
 
-// The gated activation's rows (GatedActivationOf) through format F's quantizer.
+// The activation's rows (ActivationOf) through format F's quantizer.
 template <typename T, typename F>
-void quantize_gated_rows(ActivationKind kind, const T* in, const T* bias, const float* col_scale,
-                         typename F::Code* q, float* scale, int rows, int cols, int ld,
-                         cudaStream_t stream) {
+void quantize_act_rows(MlpActivation act, const T* in, const T* bias, const float* col_scale,
+                       typename F::Code* q, float* scale, int rows, int cols, int ld,
+                       cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   if (ld < cols)
-    throw std::invalid_argument("quantize_gated_rows: ld " + std::to_string(ld) + " < cols " +
+    throw std::invalid_argument("quantize_act_rows: ld " + std::to_string(ld) + " < cols " +
                                 std::to_string(cols));
-  detail::with_activation(kind, [&](auto k) {
-    const GatedActivationOf<T, decltype(k)::value> src{in, bias, cols};
-    launch_quantize_rows<T, F>(src, col_scale, q, scale, rows, cols, ld, stream);
+  detail::with_activation(act.kind, [&](auto k) {
+    constexpr ActivationKind K = decltype(k)::value;
+    if (act.gated)
+      launch_quantize_rows<T, F>(ActivationOf<T, K, true>{in, bias, cols}, col_scale, q, scale,
+                                 rows, cols, ld, stream);
+    else
+      launch_quantize_rows<T, F>(ActivationOf<T, K, false>{in, bias, cols}, col_scale, q, scale,
+                                 rows, cols, ld, stream);
   });
 }
 
@@ -476,17 +368,17 @@ bool quantize_add_norm_rows_e4m3(const AddNorm<T>& norm, uint8_t* codes, float* 
 }
 
 template <typename T>
-void quantize_gated_rows_int8(ActivationKind kind, const T* in, const T* bias,
-                              const float* col_scale, int8_t* q, float* scale, int rows, int cols,
-                              int q_ld, cudaStream_t stream) {
-  quantize_gated_rows<T, Int8Code>(kind, in, bias, col_scale, q, scale, rows, cols, q_ld, stream);
+void quantize_act_rows_int8(MlpActivation act, const T* in, const T* bias, const float* col_scale,
+                            int8_t* q, float* scale, int rows, int cols, int q_ld,
+                            cudaStream_t stream) {
+  quantize_act_rows<T, Int8Code>(act, in, bias, col_scale, q, scale, rows, cols, q_ld, stream);
 }
 
 template <typename T>
-void quantize_gated_rows_e4m3(ActivationKind kind, const T* in, const T* bias, uint8_t* codes,
-                              float* scale, int rows, int cols, int codes_ld, cudaStream_t stream) {
-  quantize_gated_rows<T, E4m3Code>(kind, in, bias, nullptr, codes, scale, rows, cols, codes_ld,
-                                   stream);
+void quantize_act_rows_e4m3(MlpActivation act, const T* in, const T* bias, uint8_t* codes,
+                            float* scale, int rows, int cols, int codes_ld, cudaStream_t stream) {
+  quantize_act_rows<T, E4m3Code>(act, in, bias, nullptr, codes, scale, rows, cols, codes_ld,
+                                 stream);
 }
 
 template <typename T>
@@ -516,10 +408,10 @@ void dequantize_rows_int8(const int8_t* q, const float* scale, T* out, int rows,
   template void dequantize_rows_int8<T>(const int8_t*, const float*, T*, int, int, cudaStream_t); \
   template void quantize_rows_e4m3<T>(const T*, uint8_t*, float*, int, int, int, cudaStream_t);   \
   template void encode_rows_e4m3<T>(const T*, uint8_t*, int, int, int, cudaStream_t);         \
-  template void quantize_gated_rows_int8<T>(ActivationKind, const T*, const T*, const float*,    \
-                                            int8_t*, float*, int, int, int, cudaStream_t);        \
-  template void quantize_gated_rows_e4m3<T>(ActivationKind, const T*, const T*, uint8_t*, float*, \
-                                            int, int, int, cudaStream_t);                         \
+  template void quantize_act_rows_int8<T>(MlpActivation, const T*, const T*, const float*,       \
+                                          int8_t*, float*, int, int, int, cudaStream_t);          \
+  template void quantize_act_rows_e4m3<T>(MlpActivation, const T*, const T*, uint8_t*, float*,    \
+                                          int, int, int, cudaStream_t);                           \
   template bool quantize_add_norm_rows_int8<T>(const AddNorm<T>&, const float*, int8_t*, float*,  \
                                                int, int, int, cudaStream_t);                      \
   template bool quantize_add_norm_rows_e4m3<T>(const AddNorm<T>&, uint8_t*, float*, int, int, int, \

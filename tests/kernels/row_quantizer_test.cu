@@ -9,7 +9,7 @@
 // Llama's hidden / intermediate widths, 4096 rows.
 // (Rows padded to the GEMM's K: tests/kernels/fp8_linear_test.cu, QuantizeRowsPadsWithZeroCodes.)
 // And encode_rows_e4m3 (no scaling) against kernels::cpu::encode_e4m3, and the quantizers fused
-// with the gated activation (quantize_gated_rows_*) against the activation kernel followed by the
+// with the MLP's activation (quantize_act_rows_*) against the activation kernel followed by the
 // quantizer, byte for byte, and the quantizers fused with the pre-norm residual add and norm
 // (quantize_add_norm_rows_*) against add_rms_norm / add_layer_norm followed by the quantizer.
 #include <cuda_bf16.h>
@@ -54,15 +54,15 @@ struct Int8Rows {
   static void device(const T* x, const float* inv_smooth, Code* q, float* s, int M, int K) {
     kc::quantize_rows_int8<T>(x, inv_smooth, q, s, M, K, nullptr);
   }
-  // Rows of ld >= K codes; the gated activation of in [M, 2K] (bias [2K] or null) fused.
+  // Rows of ld >= K codes; the activation of in [M, K] or, gated, [M, 2K] (+ bias) fused.
   template <typename T>
   static void device(const T* x, const float* inv_smooth, Code* q, float* s, int M, int K, int ld) {
     kc::quantize_rows_int8<T>(x, inv_smooth, q, s, M, K, ld, nullptr);
   }
   template <typename T>
-  static void gated(kernels::ActivationKind kind, const T* in, const T* bias,
-                    const float* inv_smooth, Code* q, float* s, int M, int K, int ld) {
-    kc::quantize_gated_rows_int8<T>(kind, in, bias, inv_smooth, q, s, M, K, ld, nullptr);
+  static void act(kc::MlpActivation act, const T* in, const T* bias, const float* inv_smooth,
+                  Code* q, float* s, int M, int K, int ld) {
+    kc::quantize_act_rows_int8<T>(act, in, bias, inv_smooth, q, s, M, K, ld, nullptr);
   }
   template <typename T>
   static bool add_norm(const kc::AddNorm<T>& norm, const float* inv_smooth, Code* q, float* s,
@@ -94,9 +94,9 @@ struct E4m3Rows {
     kc::quantize_rows_e4m3<T>(x, q, s, M, K, ld, nullptr);
   }
   template <typename T>
-  static void gated(kernels::ActivationKind kind, const T* in, const T* bias, const float*,
-                    Code* q, float* s, int M, int K, int ld) {
-    kc::quantize_gated_rows_e4m3<T>(kind, in, bias, q, s, M, K, ld, nullptr);
+  static void act(kc::MlpActivation act, const T* in, const T* bias, const float*, Code* q,
+                  float* s, int M, int K, int ld) {
+    kc::quantize_act_rows_e4m3<T>(act, in, bias, q, s, M, K, ld, nullptr);
   }
   template <typename T>
   static bool add_norm(const kc::AddNorm<T>& norm, const float*, Code* q, float* s, int M, int K,
@@ -168,13 +168,13 @@ TYPED_TEST(RowQuantizerCuda, GivesTheReferenceBytesAndScales) {
   }
 }
 
-// The quantizers over the gated MLP activation (quantize_gated_rows_*: the down projection's input
-// of smoothquant and fp8) give the bytes and scales of bias_gated_act followed by the row
-// quantizer: with and without a bias and (int8) smoothquant's 1/s, SiLU and tanh-GELU, rows
-// held in registers short (4096) and long (11008, 14336), K not a multiple of 8 (the general
-// kernel), codes padded past K (int8: the general kernel; E4M3: zero codes after the held row),
-// an all-zero row.
-TYPED_TEST(RowQuantizerCuda, GatedActivationFusedGivesTheTwoStepBytes) {
+// The quantizers over the MLP's activation (quantize_act_rows_*: the down projection's input of
+// smoothquant and fp8) give the bytes and scales of bias_gated_act / bias_act followed by the
+// row quantizer: gated and plain, with and without a bias and (int8) smoothquant's 1/s, SiLU,
+// tanh-GELU and ReLU, rows held in registers short (4096) and long (11008, 14336), K not a
+// multiple of 8 (the general kernel), codes padded past K (int8: the general kernel; E4M3: zero
+// codes after the held row), an all-zero row (gated).
+TYPED_TEST(RowQuantizerCuda, ActivationFusedGivesTheTwoStepBytes) {
   LMX_REQUIRE_GPU();
   using T = typename TypeParam::first_type;
   using F = typename TypeParam::second_type;
@@ -200,26 +200,32 @@ TYPED_TEST(RowQuantizerCuda, GatedActivationFusedGivesTheTwoStepBytes) {
     din.upload(in);
     dbias.upload(bias);
     dinv.upload(inv);
-    for (const auto kind : {ActivationKind::Silu, ActivationKind::GeluTanh})
+    for (const auto kind : {ActivationKind::Silu, ActivationKind::GeluTanh, ActivationKind::Relu})
+      for (const bool gated : {true, false})
       for (const bool biased : {false, true})
         for (const bool smoothed : {false, true}) {
           if (smoothed && !F::kSmoothing) continue;
           const std::string where = std::to_string(M) + "x" + std::to_string(K) + " ld " +
-                                    std::to_string(ld) + (biased ? " biased" : "") +
-                                    (smoothed ? " smoothed" : "") + " kind " +
-                                    std::to_string(int(kind));
+                                    std::to_string(ld) + (gated ? " gated" : " plain") +
+                                    (biased ? " biased" : "") + (smoothed ? " smoothed" : "") +
+                                    " kind " + std::to_string(int(kind));
           const T* b = biased ? dbias.p : nullptr;
           const float* c = smoothed ? dinv.p : nullptr;
           Dev<Code> want_q{size_t(M) * ld}, got_q{size_t(M) * ld};
           Dev<float> want_s{size_t(M)}, got_s{size_t(M)};
-          kc::bias_gated_act<T>(kind, din.p, b, act.p, M, K, nullptr);
+          // plain: din's first M x K values as [M, K], the bias's first K
+          if (gated)
+            kc::bias_gated_act<T>(kind, din.p, b, act.p, M, K, nullptr);
+          else
+            kc::bias_act<T>(kind, din.p, b, act.p, M, K, nullptr);
           F::template device<T>(act.p, c, want_q.p, want_s.p, M, K, ld);
-          F::template gated<T>(kind, din.p, b, c, got_q.p, got_s.p, M, K, ld);
+          F::template act<T>({kind, gated}, din.p, b, c, got_q.p, got_s.p, M, K, ld);
           LMX_CUDA_OK(cudaDeviceSynchronize());
           ASSERT_EQ(got_q.download(), want_q.download()) << where;
           ASSERT_EQ(got_s.download(), want_s.download()) << where;
           const auto s = got_s.download();
-          if (M > 1 && !biased) EXPECT_EQ(s[size_t(zero_row)], 0.0f) << where << " (the zero row)";
+          if (gated && M > 1 && !biased)
+            EXPECT_EQ(s[size_t(zero_row)], 0.0f) << where << " (the zero row)";
           EXPECT_GT(s[0], 0.0f) << where;
         }
   }

@@ -420,7 +420,7 @@ class CudaBackend final : public Backend {
 
   // Whether L's projection of M rows quantizes its input per token before its GEMM: smoothquant's
   // W8A8 (always, where its 1/s is explicit), fp8 past the GEMV's and the W8A16 GEMM's rows. Its
-  // quantizer may then read the kernel before it in that kernel's place (quantize_gated_input).
+  // quantizer may then read the kernel before it in that kernel's place (quantize_act_input).
   bool quantizes_input(const DeviceLinear<T>& L, int M) const {
     if (L.quant.kind == QuantKind::W8A8) return !L.q.inv_smooth.empty() || !skinny(M, int(L.in));
     if (L.quant.kind == QuantKind::Fp8)
@@ -429,14 +429,14 @@ class CudaBackend final : public Backend {
   }
   static constexpr const T* kQuantizedInput = nullptr;
 
-  // L's quantizer (quantizes_input(L, M)) takes the gated activation of up [M, 2 L.in] (+ bias)
-  // in the activation kernel's place; L then runs on kQuantizedInput.
-  void quantize_gated_input(const DeviceLinear<T>& L, const T* up, const T* bias, int M) {
-    const auto kind = to_kernel(desc_.activation);
+  // L's quantizer (quantizes_input(L, M)) takes the MLP's activation of up (+ bias) in the
+  // activation kernel's place; L then runs on kQuantizedInput.
+  void quantize_act_input(const DeviceLinear<T>& L, const T* up, const T* bias, int M) {
+    const k::MlpActivation act{to_kernel(desc_.activation), desc_.mlp == MlpKind::Gated};
     if (L.quant.kind == QuantKind::W8A8)
-      w8a8_linear_->quantize_gated(L, kind, up, bias, M, stream_);
+      w8a8_linear_->quantize_act(L, act, up, bias, M, stream_);
     else
-      fp8_linear_->quantize_gated(L, kind, up, bias, M, stream_);
+      fp8_linear_->quantize_act(L, act, up, bias, M, stream_);
   }
 
   bool skinny(int M, int K) const {
@@ -451,7 +451,8 @@ class CudaBackend final : public Backend {
   // (smoothquant's always with an explicit 1/s); at decode sizes the GEMV reads their one-byte
   // weights with 16-bit activations, where quantizing the activations would not pay (the step reads
   // the weights either way) and would only add its rounding. x == kQuantizedInput: L's quantizer
-  // already holds its input (quantize_gated_input; only where quantizes_input(L, M)).
+  // already holds its input (quantize_act_input, norm_in_quantizer; only where
+  // quantizes_input(L, M)).
   void linear(const DeviceLinear<T>& L, const T* x, T* y, int M) {
     const kernels::LinearWeights<T> w = view(L).without_bias();
     if (quantizes_input(L, M)) {
@@ -754,11 +755,10 @@ class CudaBackend final : public Backend {
       k::bias_add<T>(up_.get(), up_bias, nullptr, up_.get(), n, int(L.up.out), stream_);
       up_bias = nullptr;
     }
-    if (gated && opts_.fused && !recorder_ && !s.residual_in_epilogue &&
-        quantizes_input(L.down, n)) {
+    if (opts_.fused && !recorder_ && !s.residual_in_epilogue && quantizes_input(L.down, n)) {
       // The down projection's quantizer computes the activation itself: act_ is not written.
       mark("down_proj");
-      quantize_gated_input(L.down, up_.get(), up_bias, n);
+      quantize_act_input(L.down, up_.get(), up_bias, n);
       output_projection(L.down, kQuantizedInput, out, s);
       return;
     }

@@ -40,14 +40,14 @@ class W8A8Linear {
                                          padded_in(L), stream);
   }
 
-  // The same for the gated MLP's activation of up [M, 2 L.in] (gate | up, bias [2 L.in] or
-  // null), which is never stored: the codes bias_gated_act's output would get
-  // (kernels/quantize.h's quantize_gated_rows_int8).
-  void quantize_gated(const DeviceLinear<T>& L, kernels::ActivationKind kind, const T* up,
-                      const T* bias, int M, cudaStream_t stream) {
+  // The same for the MLP's activation of up [M, L.in] (+ bias [L.in]), or, gated, of up [M,
+  // 2 L.in] (gate | up, + bias [2 L.in]), which is never stored: the codes bias_act's or
+  // bias_gated_act's output would get (kernels/quantize.h's quantize_act_rows_int8).
+  void quantize_act(const DeviceLinear<T>& L, kernels::cuda::MlpActivation act, const T* up,
+                    const T* bias, int M, cudaStream_t stream) {
     check(L, M);
-    kernels::cuda::quantize_gated_rows_int8<T>(kind, up, bias, inv_smooth(L), xq_.get(), xs_.get(),
-                                               M, int(L.in), padded_in(L), stream);
+    kernels::cuda::quantize_act_rows_int8<T>(act, up, bias, inv_smooth(L), xq_.get(), xs_.get(), M,
+                                             int(L.in), padded_in(L), stream);
   }
 
   // The same for a pre-norm block's input, never stored (kernels/quantize.h's
