@@ -429,14 +429,19 @@ class CudaBackend final : public Backend {
   }
   static constexpr const T* kQuantizedInput = nullptr;
 
+  // f(the W8A8Linear or Fp8Linear that runs L, where quantizes_input(L, M)): both take the same
+  // calls (quantize, quantize_act, quantize_add_norm, multiply).
+  template <typename F>
+  decltype(auto) quantized_linear(const DeviceLinear<T>& L, F&& f) {
+    if (L.quant.kind == QuantKind::W8A8) return f(*w8a8_linear_);
+    return f(*fp8_linear_);
+  }
+
   // L's quantizer (quantizes_input(L, M)) takes the MLP's activation of up (+ bias) in the
   // activation kernel's place; L then runs on kQuantizedInput.
   void quantize_act_input(const DeviceLinear<T>& L, const T* up, const T* bias, int M) {
     const k::MlpActivation act{to_kernel(desc_.activation), desc_.mlp == MlpKind::Gated};
-    if (L.quant.kind == QuantKind::W8A8)
-      w8a8_linear_->quantize_act(L, act, up, bias, M, stream_);
-    else
-      fp8_linear_->quantize_act(L, act, up, bias, M, stream_);
+    quantized_linear(L, [&](auto& q) { q.quantize_act(L, act, up, bias, M, stream_); });
   }
 
   bool skinny(int M, int K) const {
@@ -456,15 +461,10 @@ class CudaBackend final : public Backend {
   void linear(const DeviceLinear<T>& L, const T* x, T* y, int M) {
     const kernels::LinearWeights<T> w = view(L).without_bias();
     if (quantizes_input(L, M)) {
-      const bool w8a8 = L.quant.kind == QuantKind::W8A8;
-      if (x != kQuantizedInput) {
-        if (w8a8)
-          w8a8_linear_->quantize(L, x, M, stream_);
-        else
-          fp8_linear_->quantize(L, x, M, stream_);
-      }
-      if (w8a8) return w8a8_linear_->multiply(L, y, M, stream_);
-      return fp8_linear_->multiply(L, y, M, stream_);
+      return quantized_linear(L, [&](auto& q) {
+        if (x != kQuantizedInput) q.quantize(L, x, M, stream_);
+        q.multiply(L, y, M, stream_);
+      });
     }
     if (x == kQuantizedInput)
       throw_error("internal: a quantized input handed to a projection that reads 16-bit rows");
@@ -644,9 +644,8 @@ class CudaBackend final : public Backend {
                                  layer_norm_bias(norm.bias).get(),
                                  desc_.norm_eps,
                                  desc_.norm == NormKind::LayerNorm};
-    const bool done = first.quant.kind == QuantKind::W8A8
-                          ? w8a8_linear_->quantize_add_norm(first, add_norm, n, stream_)
-                          : fp8_linear_->quantize_add_norm(first, add_norm, n, stream_);
+    const bool done = quantized_linear(
+        first, [&](auto& q) { return q.quantize_add_norm(first, add_norm, n, stream_); });
     if (done) pending_ = false;
     return done;
   }

@@ -29,16 +29,11 @@ class Fp8Linear {
         xs_(max_rows),
         padded_y_(max_rows * size_t(kernels::cuda::fp8_padded(int(max_odd_out)))) {}
 
-  // y [M, L.out] = fp8 W8A8(x [M, L.in]), without the bias: x quantized to E4M3 per token (rows
-  // padded with zero codes to the weight's row length), then the FP8 GEMM with both scales in
-  // its epilogue. A projection whose output rows are not a multiple of 16 (small test models)
-  // goes through padded_y_ [M, fp8_padded(out)] and a strided copy.
-  void run(const DeviceLinear<T>& L, const T* x, T* y, int M, cudaStream_t stream) {
-    quantize(L, x, M, stream);
-    multiply(L, y, M, stream);
-  }
-
-  // run's first half: x's codes and row scales into the scratch.
+  // y [M, L.out] = fp8 W8A8(x [M, L.in]), without the bias, in two calls: quantize (or one of
+  // its fused forms) puts x's per-token E4M3 codes (rows padded with zero codes to the weight's
+  // row length) and their row scales into the scratch; multiply runs the FP8 GEMM with both
+  // scales in its epilogue. A projection whose output rows are not a multiple of 16 (small test
+  // models) goes through padded_y_ [M, fp8_padded(out)] and a strided copy.
   void quantize(const DeviceLinear<T>& L, const T* x, int M, cudaStream_t stream) {
     check(L, M);
     kernels::cuda::quantize_rows_e4m3<T>(x, xq_.get(), xs_.get(), M, int(L.in), padded(L.in),
@@ -65,7 +60,7 @@ class Fp8Linear {
                                                          padded(L.in), stream);
   }
 
-  // run's second half: y [M, L.out] from the codes the last quantize* call for L wrote.
+  // y [M, L.out] from the codes the last quantize* call for L wrote.
   void multiply(const DeviceLinear<T>& L, T* y, int M, cudaStream_t stream) {
     check(L, M);
     const int N = int(L.out), Np = padded(L.out);

@@ -25,15 +25,10 @@ class W8A8Linear {
         xs_(max_rows),
         acc_(max_rows * max_out) {}
 
-  // y [M, L.out] = W8A8(x [M, L.in]), without the bias: x quantized per token (times L's 1/s when
-  // its smoothing is not in a norm) into rows of w8a8_padded(L.in) codes (the weight's: zeros
-  // past L.in), then the int8 GEMM with the scales back to T.
-  void run(const DeviceLinear<T>& L, const T* x, T* y, int M, cudaStream_t stream) {
-    quantize(L, x, M, stream);
-    multiply(L, y, M, stream);
-  }
-
-  // run's first half: x's codes and row scales into the scratch.
+  // y [M, L.out] = W8A8(x [M, L.in]), without the bias, in two calls: quantize (or one of its
+  // fused forms) puts x's per-token codes (times L's 1/s when its smoothing is not in a norm) in
+  // rows of w8a8_padded(L.in) (the weight's: zeros past L.in) and their row scales into the
+  // scratch; multiply runs the int8 GEMM with the scales back to T.
   void quantize(const DeviceLinear<T>& L, const T* x, int M, cudaStream_t stream) {
     check(L, M);
     kernels::cuda::quantize_rows_int8<T>(x, inv_smooth(L), xq_.get(), xs_.get(), M, int(L.in),
@@ -60,7 +55,7 @@ class W8A8Linear {
                                                          M, int(L.in), padded_in(L), stream);
   }
 
-  // run's second half: y [M, L.out] from the codes the last quantize* call for L wrote.
+  // y [M, L.out] from the codes the last quantize* call for L wrote.
   void multiply(const DeviceLinear<T>& L, T* y, int M, cudaStream_t stream) {
     check(L, M);
     gemm_.run(xq_.get(), L.q.values.get(), xs_.get(), L.q.scales.get(), acc_.get(), y, M,
