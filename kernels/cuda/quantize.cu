@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -168,15 +167,29 @@ __global__ void __launch_bounds__(kHeldMaxThreads)
   for (int c = cols + threadIdx.x; c < ld; c += blockDim.x) out[c] = typename F::Code(0);
 }
 
+// Threads of the held kernel for a row of `vecs` pieces, `per_thread` pieces each: whole warps.
+int held_threads(int vecs, int per_thread) {
+  return 32 * ((vecs + 32 * per_thread - 1) / (32 * per_thread));
+}
+
+// Whether the held kernel takes src's rows of `cols` values into codes rows of `ld` with
+// `threads` threads: rows of whole 16-byte pieces, every pointer aligned to them (common.cuh's
+// vec_ok), 8-byte code stores, no more threads than its bound. (int8 rows padded past cols take
+// the general kernel: the padding's zeros belong inside the last group of the layout,
+// kernels/int8_layout.h, where the held kernel's zero fill would not put them.)
+template <typename T, typename F, typename Source>
+bool held_fits(const Source& src, const void* q, const float* col_scale, int cols, int ld,
+               int threads) {
+  return src.aligned() && detail::vec_ok(cols, sizeof(T), {q, col_scale}) && ld % 8 == 0 &&
+         threads <= kHeldMaxThreads && (!F::kInt8Layout || ld == cols);
+}
+
 // One launch of the row quantizer: the register-held kernel where it applies, else the general one.
 template <typename T, typename F, typename Source>
 void launch_quantize_rows(const Source& src, const float* col_scale, typename F::Code* q,
                           float* scale, int rows, int cols, int ld, cudaStream_t stream) {
   const int vecs = cols / 8;
-  // Whole warps whose threads hold the row in `per_thread` pieces each.
-  const auto threads_for = [&](int per_thread) {
-    return 32 * ((vecs + 32 * per_thread - 1) / (32 * per_thread));
-  };
+  const auto threads_for = [&](int per_thread) { return held_threads(vecs, per_thread); };
   // Rows of up to 4096 columns: 2 pieces a thread (few registers, many blocks an SM). Longer
   // ones: up to 8 (64 registers), so that a block is a few warps, halved while the rows are too
   // few to fill the GPU with threads. Measured (H100, bench/RESULTS.md): 4096 x 11008 fp16 to
@@ -190,13 +203,7 @@ void launch_quantize_rows(const Source& src, const float* col_scale, typename F:
          threads_for(per_thread / 2) <= kHeldMaxThreads)
     per_thread /= 2;
   const int threads = threads_for(per_thread);
-  // (int8 rows padded past cols take the general kernel: the padding's zeros belong inside the
-  // last group of the layout, kernels/int8_layout.h, where this kernel's zero fill would not put
-  // them.)
-  // Rows of whole 16-byte pieces, every pointer aligned to them (common.cuh's vec_ok), 8-byte
-  // code stores.
-  const bool held = src.aligned() && detail::vec_ok(cols, sizeof(T), {q, col_scale}) && ld % 8 == 0 &&
-                    threads <= kHeldMaxThreads && (!F::kInt8Layout || ld == cols);
+  const bool held = held_fits<T, F>(src, q, col_scale, cols, ld, threads);
   if constexpr (sizeof(T) == 2) {  // 16-byte pieces of 8 values
     if (held) {
       if (short_rows)
@@ -335,15 +342,13 @@ bool quantize_add_norm_rows(const AddNorm<T>& norm, const float* col_scale, type
     return false;
   } else {
     const int vecs = cols / 8;
-    const std::initializer_list<const void*> pointers = {norm.residual, norm.delta, norm.weight,
-                                                         norm.bias, q, col_scale};
-    if (!detail::vec_ok(cols, sizeof(T), pointers) || ld < cols || ld % 8 != 0 || (F::kInt8Layout && ld != cols) || vecs > 2 * kHeldMaxThreads ||
+    const int per_thread = vecs <= 512 ? 1 : 2;
+    const int threads = held_threads(vecs, per_thread);
+    const AddNormOf<T> src{norm, cols};
+    if (ld < cols || !held_fits<T, F>(src, q, col_scale, cols, ld, threads) ||
         (norm.layer_norm && norm.bias == nullptr))
       return false;
     if (rows <= 0 || cols <= 0) return true;
-    const int per_thread = vecs <= 512 ? 1 : 2;
-    const int threads = ((vecs + per_thread - 1) / per_thread + 31) / 32 * 32;
-    const AddNormOf<T> src{norm, cols};
     if (per_thread == 1)
       quantize_rows_held_kernel<T, F, 1><<<rows, threads, 0, stream>>>(src, col_scale, q, scale,
                                                                        cols, ld);

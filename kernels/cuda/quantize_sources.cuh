@@ -91,6 +91,9 @@ template <typename T>
 struct AddNormOf {
   AddNorm<T> norm;
   int cols;
+  bool aligned() const {
+    return vec_ok(cols, sizeof(T), {norm.residual, norm.delta, norm.weight, norm.bias});
+  }
   __device__ uint4 piece(int r, int j) const {
     uint4 a = reinterpret_cast<const uint4*>(norm.residual + size_t(r) * cols)[j];
     if (norm.delta) {

@@ -26,8 +26,8 @@
 
 #include "kernels/activation.h"
 #include "kernels/int8_layout.h"
-#include "kernels/norm.h"
 #include "kernels/kv_dtype.h"
+#include "kernels/norm.h"
 #include "kernels/quantize.h"
 #include "quant/fp8.h"
 #include "quant/int8.h"
@@ -202,32 +202,32 @@ TYPED_TEST(RowQuantizerCuda, ActivationFusedGivesTheTwoStepBytes) {
     dinv.upload(inv);
     for (const auto kind : {ActivationKind::Silu, ActivationKind::GeluTanh, ActivationKind::Relu})
       for (const bool gated : {true, false})
-      for (const bool biased : {false, true})
-        for (const bool smoothed : {false, true}) {
-          if (smoothed && !F::kSmoothing) continue;
-          const std::string where = std::to_string(M) + "x" + std::to_string(K) + " ld " +
-                                    std::to_string(ld) + (gated ? " gated" : " plain") +
-                                    (biased ? " biased" : "") + (smoothed ? " smoothed" : "") +
-                                    " kind " + std::to_string(int(kind));
-          const T* b = biased ? dbias.p : nullptr;
-          const float* c = smoothed ? dinv.p : nullptr;
-          Dev<Code> want_q{size_t(M) * ld}, got_q{size_t(M) * ld};
-          Dev<float> want_s{size_t(M)}, got_s{size_t(M)};
-          // plain: din's first M x K values as [M, K], the bias's first K
-          if (gated)
-            kc::bias_gated_act<T>(kind, din.p, b, act.p, M, K, nullptr);
-          else
-            kc::bias_act<T>(kind, din.p, b, act.p, M, K, nullptr);
-          F::template device<T>(act.p, c, want_q.p, want_s.p, M, K, ld);
-          F::template act<T>({kind, gated}, din.p, b, c, got_q.p, got_s.p, M, K, ld);
-          LMX_CUDA_OK(cudaDeviceSynchronize());
-          ASSERT_EQ(got_q.download(), want_q.download()) << where;
-          ASSERT_EQ(got_s.download(), want_s.download()) << where;
-          const auto s = got_s.download();
-          if (gated && M > 1 && !biased)
-            EXPECT_EQ(s[size_t(zero_row)], 0.0f) << where << " (the zero row)";
-          EXPECT_GT(s[0], 0.0f) << where;
-        }
+        for (const bool biased : {false, true})
+          for (const bool smoothed : {false, true}) {
+            if (smoothed && !F::kSmoothing) continue;
+            const std::string where = std::to_string(M) + "x" + std::to_string(K) + " ld " +
+                                      std::to_string(ld) + (gated ? " gated" : " plain") +
+                                      (biased ? " biased" : "") + (smoothed ? " smoothed" : "") +
+                                      " kind " + std::to_string(int(kind));
+            const T* b = biased ? dbias.p : nullptr;
+            const float* c = smoothed ? dinv.p : nullptr;
+            Dev<Code> want_q{size_t(M) * ld}, got_q{size_t(M) * ld};
+            Dev<float> want_s{size_t(M)}, got_s{size_t(M)};
+            // plain: din's first M x K values as [M, K], the bias's first K
+            if (gated)
+              kc::bias_gated_act<T>(kind, din.p, b, act.p, M, K, nullptr);
+            else
+              kc::bias_act<T>(kind, din.p, b, act.p, M, K, nullptr);
+            F::template device<T>(act.p, c, want_q.p, want_s.p, M, K, ld);
+            F::template act<T>({kind, gated}, din.p, b, c, got_q.p, got_s.p, M, K, ld);
+            LMX_CUDA_OK(cudaDeviceSynchronize());
+            ASSERT_EQ(got_q.download(), want_q.download()) << where;
+            ASSERT_EQ(got_s.download(), want_s.download()) << where;
+            const auto s = got_s.download();
+            if (gated && M > 1 && !biased)
+              EXPECT_EQ(s[size_t(zero_row)], 0.0f) << where << " (the zero row)";
+            EXPECT_GT(s[0], 0.0f) << where;
+          }
   }
 }
 
