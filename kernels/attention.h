@@ -101,9 +101,13 @@ void paged_attention_decode(const T* q, int q_stride, const C* k_cache, const C*
                             int max_context, void* workspace, size_t workspace_bytes,
                             cudaStream_t stream);
 
-// Prefill (flash-attention 2 on tensor cores, mma.sync m16n8k16): tiles of 64 or 128 queries x 64
-// keys (head_dim 256: 64 x 32), online softmax, causal + sliding window per query row, K/V gathered
-// from the paged cache.
+enum class PrefillKernel { kBest, kMmaSync };
+
+// Prefill (flash-attention 2 on tensor cores), online softmax, causal + sliding window per query
+// row, K/V gathered from the paged cache. On Hopper with a 16-bit cache and head_dim 64 or 128:
+// wgmma, tiles of 128 queries x 128 keys (kernels/cuda/attention_prefill_wgmma.cu); otherwise, or
+// with kernel = kMmaSync (tests and benchmarks compare the two), mma.sync m16n8k16, tiles of 64 or
+// 128 queries x 64 keys (head_dim 256: 64 x 32).
 // The batch is a list of num_seqs chunks: chunk i = batch tokens [cu_q[i], cu_q[i+1]), all of one
 // sequence (token_seq of those tokens equal), positions token_pos (normally consecutive: a chunk
 // at [start, start + n) attends to every cached position <= its own, so chunked prefill works).
@@ -116,7 +120,7 @@ void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C
                              const int32_t* token_pos, const int32_t* cu_q, int num_seqs,
                              int max_q_len, T* out, int heads, float scale,
                              const float* alibi_slopes, int window, const PagedKvLayout& layout,
-                             cudaStream_t stream);
+                             cudaStream_t stream, PrefillKernel kernel = PrefillKernel::kBest);
 
 // Head dims the tuned decode / prefill kernels are compiled for.
 constexpr bool tuned_attention_head_dim(int d) {

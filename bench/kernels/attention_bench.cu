@@ -16,8 +16,9 @@
 //   --gqa-sweep: only grouped-KV decode (issue 26): 4 and 8 query heads per kv head (32 / 8 and
 //            32 / 4), head_dim 64 and 128, contexts 2048 and 8192, batches 32, 256 and 512, over
 //            fp16, bf16 and fp8 (E4M3, fp16 queries) caches.
-//   --prefill: only prefill, 512 and 4096 tokens, fp16 and bf16, the Llama-2-7B shape and GQA
-//            32 / 8 (Llama-3-8B).
+//   --prefill: only prefill, 512 and 4096 tokens, fp16 and bf16, the Llama-2-7B shape, GQA
+//            32 / 8 (Llama-3-8B), head_dim 64 (32 / 32) and ALiBi; each by the kernel
+//            paged_attention_prefill picks on this GPU and by the mma.sync kernel ("mma.sync").
 // Times: CUDA events, 5 warm-up runs, median of 50.
 // Usage: lmx_bench_attention [--gqa-sweep | --prefill]
 #include <cuda_bf16.h>
@@ -225,8 +226,11 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const 
   cudaFree(slopes);
 }
 
+using lmx::kernels::cuda::PrefillKernel;
+
 template <typename T>
-void bench_prefill(const char* dtype, int n, const Shape& s = {}) {
+void bench_prefill(const char* dtype, int n, const Shape& s = {},
+                   PrefillKernel kernel = PrefillKernel::kBest) {
   std::mt19937 rng(n);
   Cache c = make_cache(1, n, rng, s);
   const size_t elems = c.tables.size() * kBlock * size_t(s.kv_heads) * s.dim;
@@ -243,12 +247,15 @@ void bench_prefill(const char* dtype, int n, const Shape& s = {}) {
   const float scale = 1.0f / std::sqrt(float(s.dim));
   const float ms = median_ms([&] {
     lmx::kernels::cuda::paged_attention_prefill<T>(q, q_stride, k, v, dt, ds, dp, dc, 1, n, out,
-                                                   s.heads, scale, slopes, 0, c.layout, nullptr);
+                                                   s.heads, scale, slopes, 0, c.layout, nullptr,
+                                                   kernel);
   });
   const double flops = 2.0 * 2.0 * s.heads * s.dim * double(n) * n / 2.0;
   const double tflops = flops / (ms * 1e-3) / 1e12;
-  std::printf("prefill  %-5s %-18s %5d tokens  %8.1f us   %7.1f TFLOP/s (%.0f%% of 790)\n", dtype,
-              label(s).c_str(), n, ms * 1e3, tflops, 100.0 * tflops / 790.0);
+  const bool mma_sync = kernel == PrefillKernel::kMmaSync;
+  std::printf("prefill  %-5s %-18s %5d tokens  %8.1f us   %7.1f TFLOP/s (%.0f%% of 790)%s\n", dtype,
+              label(s).c_str(), n, ms * 1e3, tflops, 100.0 * tflops / 790.0,
+              mma_sync ? "  mma.sync" : "");
   cudaFree(k);
   cudaFree(v);
   cudaFree(q);
@@ -296,11 +303,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (prefill_only) {
-    for (const Shape shape : {llama, Shape{32, 8, 128}})
-      for (int len : {512, 4096}) {
-        bench_prefill<__half>("fp16", len, shape);
-        bench_prefill<__nv_bfloat16>("bf16", len, shape);
-      }
+    const Shape shapes[] = {llama, Shape{32, 8, 128}, Shape{32, 32, 64}, Shape{32, 32, 128, true}};
+    for (const Shape& shape : shapes)
+      for (int len : {512, 4096})
+        for (PrefillKernel kernel : {PrefillKernel::kMmaSync, PrefillKernel::kBest}) {
+          bench_prefill<__half>("fp16", len, shape, kernel);
+          bench_prefill<__nv_bfloat16>("bf16", len, shape, kernel);
+        }
     return 0;
   }
   for (auto [b, ctx] : {std::pair{1, 512}, {1, 8192}, {32, 512}, {8, 4096}, {64, 1024}}) {

@@ -28,6 +28,8 @@
 
 #include "kernels/attention.h"
 #include "kernels/gpu_properties.h"
+#include "kernels/cuda/attention_prefill_tile.cuh"
+#include "kernels/cuda/attention_prefill_wgmma.cuh"
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/head_dim_dispatch.cuh"
 #include "kernels/cuda/kv_types.cuh"
@@ -41,7 +43,6 @@ constexpr int kThreads = 128;
 // (Q + double-buffered K/V) and leave room for one CTA an SM (32 keys: 101 KB, 2 CTAs).
 template <int D>
 constexpr int kKeyTile = D > 128 ? 32 : 64;
-constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -107,44 +108,15 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
   const int kvh = h / (heads / L.kv_heads);
   const int32_t* table = block_tables + size_t(token_seq[q0]) * L.max_blocks_per_seq;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const float slope = ALIBI ? alibi_slopes[h] * kLog2e : 0.0f;  // ALiBi, log2 domain
+  const float slope = ALIBI ? alibi_slopes[h] * prefill::kLog2e : 0.0f;  // ALiBi, log2 domain
 
-  // Key range of the tile: [min lo, max pos]; fully unmasked keys: [max lo, min pos].
-  {
-    const int r = tid;  // kBM <= kThreads
-    const bool valid = r < rows;
-    const int p = valid ? token_pos[q0 + r] : 0;
-    const int lo = window > 0 ? max(0, p - window + 1) : 0;
-    const int min_lo = __reduce_min_sync(0xffffffffu, valid ? lo : INT_MAX);
-    const int max_pos = __reduce_max_sync(0xffffffffu, valid ? p : -1);
-    const int max_lo = __reduce_max_sync(0xffffffffu, valid ? lo : -1);
-    const int min_pos = __reduce_min_sync(0xffffffffu, valid ? p : INT_MAX);
-    if (lane == 0) {
-      red[warp][0] = min_lo;
-      red[warp][1] = max_pos;
-      red[warp][2] = max_lo;
-      red[warp][3] = min_pos;
-    }
-  }
   // This thread's rows: per m-tile, fragment rows lane/4 and lane/4 + 8 of its warp's 16.
-  int pos_r[MT][2], lo_r[MT][2];
+  const prefill::KeyRange keys =
+      prefill::key_range<kThreads / 32>(token_pos, q0, rows, window, red);
+  prefill::Rows rw[MT];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = (warp * MT + mt) * 16 + lane / 4 + hf * 8;
-      pos_r[mt][hf] = r < rows ? token_pos[q0 + r] : -1;  // -1: every key masked
-      lo_r[mt][hf] = window > 0 ? max(0, pos_r[mt][hf] - window + 1) : 0;
-    }
-  __syncthreads();
-  int kmin = INT_MAX, kmax = -1, full_lo = -1, full_hi = INT_MAX;
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) {
-    kmin = min(kmin, red[w][0]);
-    kmax = max(kmax, red[w][1]);
-    full_lo = max(full_lo, red[w][2]);
-    full_hi = min(full_hi, red[w][3]);
-  }
+  for (int mt = 0; mt < MT; ++mt) rw[mt].init(token_pos, q0, rows, (warp * MT + mt) * 16, window);
+  const int kmin = keys.kmin, kmax = keys.kmax;
 
   for (int c = tid; c < kBM * kChunks; c += kThreads) {
     const int r = c / kChunks, part = c % kChunks;
@@ -204,14 +176,10 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
   const T* qw = qs + (warp * MT * 16 + lane % 16) * kRow + (lane / 16) * 8;  // ldmatrix A rows
   uint32_t qf[QREG ? MT : 1][QREG ? D / 16 : 1][4];  // Q fragments (QREG only)
   float o[MT][D / 8][4];
-  float m[MT][2], l[MT][2];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
-    m[mt][0] = m[mt][1] = -INFINITY;
-    l[mt][0] = l[mt][1] = 0.0f;
-  }
 
   for (int kt = kt_begin; kt <= kt_end; ++kt) {
     const int st = kStages<C> == 1 ? 0 : (kt - kt_begin) & 1;
@@ -268,69 +236,16 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
       }
     }
 
-    // Scale, mask, online softmax (half hf = 0: s[..][0..1], row +8: s[..][2..3]).
+    // Scale, mask, online softmax; P as the A fragments of the P V product.
     const int p0 = kt * kBN;
-    const bool need_mask = p0 < full_lo || p0 + kBN - 1 > full_hi;
+    const bool need_mask = p0 < keys.full_lo || p0 + kBN - 1 > keys.full_hi;
     uint32_t pa[MT][kBN / 16][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      float mx[2] = {-INFINITY, -INFINITY};
-      // ALiBi: bias of this thread's first key of the tile in each of its rows; key
-      // p0 + nt * 8 + (lane % 4) * 2 + e % 2 adds slope * (nt * 8 + e % 2).
-      float bias0[ALIBI ? 2 : 1];
-      if constexpr (ALIBI)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-          bias0[hf] = alibi_bias(slope, p0 + (lane % 4) * 2, pos_r[mt][hf]);
-#pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int hf = e / 2;
-          float x = s[mt][nt][e] * scale_log2;
-          if constexpr (ALIBI) x += fmaf(slope, float(nt * 8 + e % 2), bias0[hf]);
-          if (need_mask) {
-            const int p = p0 + nt * 8 + (lane % 4) * 2 + (e % 2);
-            if (p < lo_r[mt][hf] || p > pos_r[mt][hf]) x = -INFINITY;
-          }
-          s[mt][nt][e] = x;
-          mx[hf] = fmaxf(mx[hf], x);
-        }
-      }
-      float mu[2], alpha[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
-        mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
-        const float mn = fmaxf(m[mt][hf], mx[hf]);
-        mu[hf] = mn == -INFINITY ? 0.0f : mn;  // fully masked row: no NaN
-        alpha[hf] = exp2f(m[mt][hf] - mu[hf]);
-        m[mt][hf] = mn;
-      }
-#pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[mt][nt][e] = exp2f(s[mt][nt][e] - mu[e / 2]);
-          rs[e / 2] += s[mt][nt][e];
-        }
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) l[mt][hf] = l[mt][hf] * alpha[hf] + rs[hf];  // per thread
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        o[mt][dn][0] *= alpha[0];
-        o[mt][dn][1] *= alpha[0];
-        o[mt][dn][2] *= alpha[1];
-        o[mt][dn][3] *= alpha[1];
-      }
-      // P as A fragments: two n8 accumulator tiles = one k16 A tile.
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        pa[mt][kk][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        pa[mt][kk][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        pa[mt][kk][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        pa[mt][kk][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
+      float alpha[2];
+      prefill::softmax_tile<kBN / 8, ALIBI>(s[mt], rw[mt], p0, need_mask, scale_log2, slope, alpha);
+      prefill::scale_rows(o[mt], alpha);
+      prefill::p_fragments<T>(s[mt], pa[mt]);
     }
 
     // O += P V: V^T fragments by ldmatrix.trans, each feeding MT mmas.
@@ -361,27 +276,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
 
   const size_t ld = size_t(heads) * D;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    float inv[2];
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float sum = l[mt][hf];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      inv[hf] = sum > 0.0f ? L.scale.v / sum : 0.0f;
-    }
-    const int r0 = (warp * MT + mt) * 16 + lane / 4, r1 = r0 + 8;
-#pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      const int d = h * D + dn * 8 + (lane % 4) * 2;
-      if (r0 < rows)
-        *reinterpret_cast<uint32_t*>(out + size_t(q0 + r0) * ld + d) =
-            pack2<T>(o[mt][dn][0] * inv[0], o[mt][dn][1] * inv[0]);
-      if (r1 < rows)
-        *reinterpret_cast<uint32_t*>(out + size_t(q0 + r1) * ld + d) =
-            pack2<T>(o[mt][dn][2] * inv[1], o[mt][dn][3] * inv[1]);
-    }
-  }
+  for (int mt = 0; mt < MT; ++mt)
+    prefill::store_rows<T>(o[mt], rw[mt], L.scale.v, out, ld, q0, (warp * MT + mt) * 16, rows,
+                           h * D);
 }
 
 template <typename T, typename C, int D, int MT, bool QREG, bool ALIBI>
@@ -396,7 +293,7 @@ void launch_variant(const T* q, int q_stride, const C* k_cache, const C* v_cache
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   const dim3 grid((max_q_len + 64 * MT - 1) / (64 * MT), heads, num_seqs);
   kernel<<<grid, kThreads, bytes, stream>>>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
-                                            token_pos, cu_q, out, heads, scale * kLog2e,
+                                            token_pos, cu_q, out, heads, scale * prefill::kLog2e,
                                             alibi_slopes, window, L);
 }
 
@@ -404,7 +301,15 @@ template <typename T, typename C, int D, bool ALIBI>
 void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
             const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
             const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads, float scale,
-            const float* alibi_slopes, int window, const PagedKvLayout& L, cudaStream_t stream) {
+            const float* alibi_slopes, int window, const PagedKvLayout& L, PrefillKernel choice,
+            cudaStream_t stream) {
+  if constexpr (std::is_same_v<C, T> && prefill::wgmma_head_dim(D)) {
+    if (choice == PrefillKernel::kBest && current_gpu().hopper())
+      return prefill::launch_wgmma<T, D, ALIBI>(q, q_stride, k_cache, v_cache, block_tables,
+                                                token_seq, token_pos, cu_q, num_seqs, max_q_len,
+                                                out, heads, scale * prefill::kLog2e, alibi_slopes,
+                                                window, L, stream);
+  }
   auto run = [&](auto mt) {
     constexpr int MT = decltype(mt)::value;
     launch_variant<T, C, D, MT, MT == 1 && !kIsFp8<C>, ALIBI>(
@@ -432,14 +337,14 @@ void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C
                              const int32_t* token_pos, const int32_t* cu_q, int num_seqs,
                              int max_q_len, T* out, int heads, float scale,
                              const float* alibi_slopes, int window, const PagedKvLayout& layout,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, PrefillKernel kernel) {
   if (num_seqs <= 0 || max_q_len <= 0 || heads <= 0) return;
   scale *= layout.scale.k;  // scores of the cached codes (kernels/attention.h)
   dispatch_head_dim(layout.head_dim, "paged_attention_prefill", [&](auto dim) {
     dispatch_alibi(alibi_slopes, [&](auto alibi) {
       launch<T, C, decltype(dim)::value, decltype(alibi)::value>(
           q, q_stride, k_cache, v_cache, block_tables, token_seq, token_pos, cu_q, num_seqs,
-          max_q_len, out, heads, scale, alibi_slopes, window, layout, stream);
+          max_q_len, out, heads, scale, alibi_slopes, window, layout, kernel, stream);
     });
   });
 }
@@ -448,7 +353,7 @@ void paged_attention_prefill(const T* q, int q_stride, const C* k_cache, const C
   template void paged_attention_prefill<T, C>(const T*, int, const C*, const C*, const int32_t*,   \
                                               const int32_t*, const int32_t*, const int32_t*, int, \
                                               int, T*, int, float, const float*, int,              \
-                                              const PagedKvLayout&, cudaStream_t);
+                                              const PagedKvLayout&, cudaStream_t, PrefillKernel);
 LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
 

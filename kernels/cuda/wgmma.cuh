@@ -1,6 +1,6 @@
 // Hopper's warpgroup tensor-core product (wgmma, sm_90a) on operands in shared memory (A also
-// from registers: wgmma_rs_k16), for the
-// W8A16 GEMM at 64 and more rows (byte_weight_wgmma.cu) and the W8A8 GEMM (w8a8_wgmma.cu). A
+// from registers: wgmma_rs_k16), for the W8A16 GEMM at 64 and more rows (byte_weight_wgmma.cu),
+// the W8A8 GEMM (w8a8_wgmma.cu) and the prefill attention (attention_prefill_wgmma.cu). A
 // warpgroup (4 consecutive warps, 128 threads) multiplies A [64 x 16] by B [16 x N] into fp32
 // registers (int8: A [64 x 32], int32), asynchronously:
 //   fence(); wgmma_k16<T, N>(d, a, b) ...; commit(); ... wait<n>()
@@ -33,6 +33,16 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* tile) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
          (uint64_t(1) << 62);
+}
+
+// The descriptor of an N-major B operand in the 128-byte swizzle (the `tnsp-b` products): B's k
+// rows are 128-byte rows of 64 n each, laid out as a K-major tile's rows are (chunk c of row k at
+// chunk c ^ (k % 8)), 8-row groups 1024 bytes apart (stride byte offset); the next 64 n are a tile
+// `block_bytes` further on (leading byte offset). + 128 to the descriptor moves it 16 k (rows).
+__device__ __forceinline__ uint64_t sw128_n_major_desc(const void* tile, uint32_t block_bytes) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((block_bytes & 0x3FFFF) >> 4) << 16) |
+         (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
 // The products' body where the device code is built for a GPU without wgmma: the host launches
@@ -150,19 +160,21 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[N / 2], uint64_t a, uint64_
 }
 
 // d += A · B with A in registers (the weights of the W8A16 GEMM, widened on their way from shared
-// memory): a is this thread's share of A [64 x 16], per warp as mma.m16n8k16's A fragment (warp w
-// of the group holds rows 16w .. 16w + 15; a[0]: row g, k 2t and 2t + 1; a[1]: row g + 8, the
-// same k; a[2], a[3]: rows g and g + 8, k 2t + 8 and 2t + 9), b the sw128_desc of B's N rows. The
-// product reads a asynchronously: the registers keep their values until a wait retires it.
+// memory; the softmax's P of the prefill attention): a is this thread's share of A [64 x 16], per
+// warp as mma.m16n8k16's A fragment (warp w of the group holds rows 16w .. 16w + 15; a[0]: row g,
+// k 2t and 2t + 1; a[1]: row g + 8, the same k; a[2], a[3]: rows g and g + 8, k 2t + 8 and
+// 2t + 9), b the descriptor of B's N rows: sw128_desc (K-major), or with N_MAJOR_B
+// sw128_n_major_desc. The product reads a asynchronously: the registers keep their values until a
+// wait retires it.
 #define LMX_WGMMA_RS_N64                                                            \
-  LMX_WGMMA_R0_31 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                 \
+  LMX_WGMMA_R0_31 "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"               \
       : LMX_WGMMA_D32(0)                                                            \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
-#define LMX_WGMMA_RS_N128                                                           \
-  LMX_WGMMA_R0_31 LMX_WGMMA_R32_63 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n" \
-      : LMX_WGMMA_D32(0), LMX_WGMMA_D32(32)                                         \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1)
-template <typename T, int N>
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(int(N_MAJOR_B))
+#define LMX_WGMMA_RS_N128                                                             \
+  LMX_WGMMA_R0_31 LMX_WGMMA_R32_63 "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n" \
+      : LMX_WGMMA_D32(0), LMX_WGMMA_D32(32)                                           \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(int(N_MAJOR_B))
+template <typename T, int N, bool N_MAJOR_B = false>
 __device__ __forceinline__ void wgmma_rs_k16(float (&d)[N / 2], const uint32_t (&a)[4],
                                              uint64_t b) {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>);
@@ -185,7 +197,6 @@ __device__ __forceinline__ void wgmma_rs_k16(float (&d)[N / 2], const uint32_t (
   unavailable(d, a, b);
 #endif
 }
-#undef LMX_WGMMA_RS_N64
 #undef LMX_WGMMA_RS_N128
 
 // d += A · B on int8 codes, exact int32 sums: a and b are sw128_desc descriptors of the k-step's

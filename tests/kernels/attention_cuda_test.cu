@@ -203,7 +203,9 @@ struct Batch {
   int tokens() const { return int(seq.size()); }
 };
 
-enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill, kGeneric };
+// kPrefill: the prefill kernel paged_attention_prefill picks (on Hopper with a 16-bit cache and
+// head_dim 64 / 128 the wgmma one); kPrefillMmaSync: the mma.sync kernel for every case.
+enum class Kernel { kDecode, kDecodeShortMaxContext, kPrefill, kPrefillMmaSync, kGeneric };
 
 // Sequences of the given lengths (default kLens), batch tokens over them; caches of C. With
 // kv_scale (an fp8 cache's dequantization scales) the GPU reads the same codes with the scales in
@@ -254,10 +256,12 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
   LMX_CUDA_OK(cudaMemset(dout.p, 0xff, ref.size() * sizeof(T)));  // poison: NaN in every dtype
 
   const int max_len = *std::max_element(sc.lens.begin(), sc.lens.end());
-  if (kernel == Kernel::kPrefill) {
+  if (kernel == Kernel::kPrefill || kernel == Kernel::kPrefillMmaSync) {
     kernels::cuda::paged_attention_prefill<T>(
         dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p, dcu.p, int(batch.cu_q.size()) - 1,
-        batch.max_q_len, dout.p, s.heads, scale, alibi, s.window, gpu_layout, nullptr);
+        batch.max_q_len, dout.p, s.heads, scale, alibi, s.window, gpu_layout, nullptr,
+        kernel == Kernel::kPrefill ? kernels::cuda::PrefillKernel::kBest
+                                   : kernels::cuda::PrefillKernel::kMmaSync);
   } else if (kernel == Kernel::kGeneric) {
     kernels::cuda::paged_attention_generic<T>(dq.p, q_stride, dk.p, dv.p, dtab.p, dseq.p, dpos.p,
                                               dout.p, tokens, s.heads, scale, alibi, s.window,
@@ -423,6 +427,25 @@ TYPED_TEST(PagedAttentionCuda, PrefillMatchesCpu) {
   for (const Shape& s : kShapes) check<TypeParam>(s, prefill_batch(), Kernel::kPrefill, seed++);
 }
 
+// The mma.sync kernel where the wgmma one runs on Hopper (16-bit caches), and a whole 1000-token
+// prompt in 8 q tiles through both (tiles masked on the diagonal, unmasked ones below it).
+TYPED_TEST(PagedAttentionCuda, PrefillMmaSyncMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  uint32_t seed = 140;
+  for (const Shape& s : kShapes)
+    check<TypeParam>(s, prefill_batch(), Kernel::kPrefillMmaSync, seed++);
+}
+
+TYPED_TEST(PagedAttentionCuda, PrefillOfAWholePromptMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  Batch whole;
+  whole.add_chunk(3, 0, 1000);
+  uint32_t seed = 170;
+  for (const Shape& s : {Shape{8, 2, 128, 0}, Shape{8, 8, 64, 300}})
+    for (Kernel kernel : {Kernel::kPrefill, Kernel::kPrefillMmaSync})
+      check<TypeParam>(s, whole, kernel, seed++);
+}
+
 // fp8 (E4M3) caches: the decode kernels (both variants, split plans of the MHA shapes, windows)
 // and the prefill kernel, against the reference over the same E4M3 values.
 using KvFp8 = __nv_fp8_e4m3;
@@ -503,7 +526,8 @@ std::vector<Batch> odd_batches() {
 template <typename T, typename C>
 void check_alibi(Kernel kernel, uint32_t seed) {
   // Generic: the decode batch, whose reference is cheap (odd_batches adds 83 prefill tokens).
-  const Batch main_batch = kernel == Kernel::kPrefill ? prefill_batch() : decode_batch();
+  const bool prefill = kernel == Kernel::kPrefill || kernel == Kernel::kPrefillMmaSync;
+  const Batch main_batch = prefill ? prefill_batch() : decode_batch();
   for (const Shape& s : kAlibiShapes) check<T, C>(s, main_batch, kernel, seed++);
   for (const Batch& b : odd_batches()) {
     check<T, C>({6, 6, 64, 0, true}, b, kernel, seed++);
@@ -528,10 +552,12 @@ TYPED_TEST(PagedAttentionCuda, AlibiDecodeOverFp8CacheMatchesCpu) {
                           {8192});
 }
 
-// 32/32/128 and 32/8/128 take the 128-row tiles (>= 264 CTAs), the other shapes 64-row ones.
+// mma.sync: 32/32/128 and 32/8/128 take the 128-row tiles (>= 264 CTAs), the other shapes
+// 64-row ones. On Hopper kPrefill runs head_dim 64 and 128 through the wgmma kernel.
 TYPED_TEST(PagedAttentionCuda, AlibiPrefillMatchesCpu) {
   LMX_REQUIRE_GPU();
   check_alibi<TypeParam, TypeParam>(Kernel::kPrefill, 460);
+  check_alibi<TypeParam, TypeParam>(Kernel::kPrefillMmaSync, 470);
 }
 
 TYPED_TEST(PagedAttentionCuda, AlibiPrefillOverFp8CacheMatchesCpu) {
