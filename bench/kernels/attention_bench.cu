@@ -17,8 +17,9 @@
 //            32 / 4), head_dim 64 and 128, contexts 2048 and 8192, batches 32, 256 and 512, over
 //            fp16, bf16 and fp8 (E4M3, fp16 queries) caches.
 //   --prefill: only prefill, 512 and 4096 tokens, fp16 and bf16, the Llama-2-7B shape, GQA
-//            32 / 8 (Llama-3-8B), head_dim 64 (32 / 32) and ALiBi; each by the kernel
-//            paged_attention_prefill picks on this GPU and by the mma.sync kernel ("mma.sync").
+//            32 / 8 (Llama-3-8B; also over an fp8 cache), head_dim 64 (32 / 32) and ALiBi; each by
+//            the kernel paged_attention_prefill picks on this GPU and by the mma.sync kernel
+//            ("mma.sync").
 // Times: CUDA events, 5 warm-up runs, median of 50.
 // Usage: lmx_bench_attention [--gqa-sweep | --prefill]
 #include <cuda_bf16.h>
@@ -228,14 +229,14 @@ void bench_decode(const char* dtype, int batch, int ctx, double copy_gbs, const 
 
 using lmx::kernels::cuda::PrefillKernel;
 
-template <typename T>
+template <typename T, typename C = T>
 void bench_prefill(const char* dtype, int n, const Shape& s = {},
                    PrefillKernel kernel = PrefillKernel::kBest) {
   std::mt19937 rng(n);
   Cache c = make_cache(1, n, rng, s);
   const size_t elems = c.tables.size() * kBlock * size_t(s.kv_heads) * s.dim;
-  T* k = alloc_random<T>(elems, 4);
-  T* v = alloc_random<T>(elems, 5);
+  C* k = alloc_random<C>(elems, 4);
+  C* v = alloc_random<C>(elems, 5);
   const int q_stride = (s.heads + 2 * s.kv_heads) * s.dim;
   T* q = alloc_random<T>(size_t(n) * q_stride, 6);
   T* out;
@@ -310,6 +311,9 @@ int main(int argc, char** argv) {
           bench_prefill<__half>("fp16", len, shape, kernel);
           bench_prefill<__nv_bfloat16>("bf16", len, shape, kernel);
         }
+    for (int len : {512, 4096})  // Llama-3-8B over an fp8 cache (bf16 queries)
+      for (PrefillKernel kernel : {PrefillKernel::kMmaSync, PrefillKernel::kBest})
+        bench_prefill<__nv_bfloat16, __nv_fp8_e4m3>("fp8", len, Shape{32, 8, 128}, kernel);
     return 0;
   }
   for (auto [b, ctx] : {std::pair{1, 512}, {1, 8192}, {32, 512}, {8, 4096}, {64, 1024}}) {

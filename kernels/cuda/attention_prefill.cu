@@ -303,9 +303,9 @@ void launch(const T* q, int q_stride, const C* k_cache, const C* v_cache,
             const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads, float scale,
             const float* alibi_slopes, int window, const PagedKvLayout& L, PrefillKernel choice,
             cudaStream_t stream) {
-  if constexpr (std::is_same_v<C, T> && prefill::wgmma_head_dim(D)) {
+  if constexpr (prefill::wgmma_head_dim(D)) {
     if (choice == PrefillKernel::kBest && current_gpu().hopper())
-      return prefill::launch_wgmma<T, D, ALIBI>(q, q_stride, k_cache, v_cache, block_tables,
+      return prefill::launch_wgmma<T, C, D, ALIBI>(q, q_stride, k_cache, v_cache, block_tables,
                                                 token_seq, token_pos, cu_q, num_seqs, max_q_len,
                                                 out, heads, scale * prefill::kLog2e, alibi_slopes,
                                                 window, L, stream);

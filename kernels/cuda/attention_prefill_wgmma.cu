@@ -1,13 +1,15 @@
-// Prefill attention on Hopper's warpgroup tensor cores (wgmma, sm_90a) over a 16-bit paged cache,
-// head_dim 64 and 128: the contract of kernels/attention.h's paged_attention_prefill, which
-// dispatches here (attention_prefill.cu runs the other cases on mma.sync).
+// Prefill attention on Hopper's warpgroup tensor cores (wgmma, sm_90a) over a 16-bit or fp8
+// paged cache, head_dim 64 and 128: the contract of kernels/attention.h's
+// paged_attention_prefill, which dispatches here (attention_prefill.cu runs the other cases on
+// mma.sync).
 //
 // Grid (q tiles, heads, chunks), 256 threads = 2 warpgroups x 64 query rows of a 128-row tile.
-// Shared memory holds Q [128 rows x D] and three stages of K and V [128 keys x D], every 64 dims of
-// a row one 128-byte row in the 128-byte swizzle wgmma reads (wgmma.cuh: chunk c of row r at
+// Shared memory holds Q [128 rows x D] and stages of K and V [128 keys x D] in T, every 64 dims
+// of a row one 128-byte row in the 128-byte swizzle wgmma reads (wgmma.cuh: chunk c of row r at
 // chunk c ^ (r % 8)), 64-dim halves one after the other. Every thread copies with cp.async
 // (16-byte pieces; keys outside the rows' [min lo, max pos] zero-filled): tile kt + 1 lands while
-// tile kt is multiplied (three stages: kStages). Per key tile and warpgroup:
+// tile kt is multiplied (Tile: three stages; fp8 caches: bytes staged, widened into two).
+// Per key tile and warpgroup:
 //   S = Q K^T: wgmma m64n128k16, Q (A) and K (B) from shared memory, both K-major (dims
 //     contiguous);
 //   the online softmax in registers (attention_prefill_tile.cuh: wgmma gives each warp 16 rows as
@@ -29,6 +31,7 @@
 #include "kernels/cuda/attention_prefill_tile.cuh"
 #include "kernels/cuda/attention_prefill_wgmma.cuh"
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/kv_types.cuh"
 #include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -38,9 +41,6 @@ namespace {
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kRowsQ = 128;    // query rows a tile: 64 a warpgroup
 constexpr int kKeys = 128;     // keys a K / V tile
-// K / V stages: tile kt + 1 lands in one while tile kt is multiplied from another and the third
-// may still be read by tile kt - 1's P V product (its wait is deferred past tile kt's S).
-constexpr int kStages = 3;
 
 // Named barrier 1 between the warpgroups (0 is __syncthreads'): warpgroup 1 syncs, 0 arrives.
 __device__ __forceinline__ void named_sync(int id, int count) {
@@ -50,11 +50,20 @@ __device__ __forceinline__ void named_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-template <int D>
+// Shared memory of cache type C at head_dim D.
+// 16-bit caches: three K / V stages. Tile kt + 1 lands in one while tile kt is multiplied from
+// another, and the third may still be read by tile kt - 1's P V product (its wait is deferred
+// past tile kt's S).
+// fp8 caches: the next tile's bytes land in a staging area ([keys][D] bytes, K then V), and each
+// thread widens the pieces it copied into a stage once the stage is free: two stages (a third
+// would not fit beside the staging bytes at head_dim 128).
+template <typename C, int D>
 struct Tile {
-  static constexpr int kQ = kRowsQ * D;                              // elements of Q
-  static constexpr int kKv = kKeys * D;                              // elements of a K or V tile
-  static constexpr int kSmem = (kQ + 2 * kStages * kKv) * 2 + 1024;  // Q, K / V stages, align
+  static constexpr int kStages = kIsFp8<C> ? 2 : 3;
+  static constexpr int kQ = kRowsQ * D;                           // elements of Q
+  static constexpr int kKv = kKeys * D;                           // elements of a K or V tile
+  static constexpr int kStaging = kIsFp8<C> ? 2 * kKeys * D : 0;  // bytes
+  static constexpr int kSmem = (kQ + 2 * kStages * kKv) * 2 + kStaging + 1024;  // + alignment
   static_assert(D == 64 || D == 128);
   static_assert(kSmem <= 227 * 1024);
 };
@@ -64,22 +73,27 @@ __device__ __forceinline__ int swizzled(int rows, int row, int c) {
   return (c / 8) * rows * 64 + row * 64 + ((c % 8) ^ (row % 8)) * 8;
 }
 
-template <typename T, int D, bool ALIBI>
+template <typename T, typename C, int D, bool ALIBI>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_wgmma_kernel(const T* __restrict__ q, int q_stride, const T* __restrict__ k_cache,
-                         const T* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
+    prefill_wgmma_kernel(const T* __restrict__ q, int q_stride, const C* __restrict__ k_cache,
+                         const C* __restrict__ v_cache, const int32_t* __restrict__ block_tables,
                          const int32_t* __restrict__ token_seq,
                          const int32_t* __restrict__ token_pos, const int32_t* __restrict__ cu_q,
                          T* __restrict__ out, int heads, float scale_log2,
                          const float* __restrict__ alibi_slopes, int window, PagedKvLayout L) {
 #if LMX_WGMMA_AVAILABLE
-  using Sizes = Tile<D>;
-  constexpr int kPerRow = D / 8;                    // 16-byte chunks a row
+  using Sizes = Tile<C, D>;
+  constexpr int kStages = Sizes::kStages;
+  constexpr int kPerRow = D / 8;                    // 16-byte chunks of a row of T
   constexpr int kRowsPerPass = kThreads / kPerRow;  // rows a pass of every thread copies
+  constexpr int kPerRowC = D * sizeof(C) / 16;      // 16-byte chunks of a cache row
+  constexpr int kKeysPerPass = kThreads / kPerRowC;
   extern __shared__ unsigned char smem_raw[];
-  T* qs = reinterpret_cast<T*>(tma::align_1024(smem_raw));  // [halves][128 rows][64]
-  T* ks = qs + Sizes::kQ;                                   // [stages][halves][128 keys][64]
-  T* vs = ks + kStages * Sizes::kKv;                        // [stages][halves][128 keys][64]
+  T* qs = reinterpret_cast<T*>(tma::align_1024(smem_raw));       // [halves][128 rows][64]
+  T* ks = qs + Sizes::kQ;                                        // [stages][halves][128 keys][64]
+  T* vs = ks + kStages * Sizes::kKv;                             // [stages][halves][128 keys][64]
+  C* k_bytes = reinterpret_cast<C*>(vs + kStages * Sizes::kKv);  // fp8: [128 keys][D]
+  C* v_bytes = k_bytes + kKeys * D;                              // fp8: [128 keys][D]
   __shared__ int red[kThreads / 32][4];
 
   const int chunk = blockIdx.z, h = blockIdx.y;
@@ -104,22 +118,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     const T* src = valid ? q + size_t(q0 + r) * q_stride + size_t(h) * D + part * 8 : q;
     cp_async16(qs + swizzled(kRowsQ, r, part), src, valid);
   }
+  // Tile kt's keys as this thread copies them: chunk part_c (16 bytes of the cache row) of keys
+  // key_c + kKeysPerPass i, to stage st (16-bit) or to the staging bytes (fp8, no stage).
+  const int part_c = tid % kPerRowC, key_c = tid / kPerRowC;
   auto load_tile = [&](int kt, int st) {
-    T* kd = ks + st * Sizes::kKv;
-    T* vd = vs + st * Sizes::kKv;
 #pragma unroll
-    for (int i = 0; i < kKeys / kRowsPerPass; ++i) {
-      const int r = first_row + i * kRowsPerPass;
+    for (int i = 0; i < kKeys / kKeysPerPass; ++i) {
+      const int r = key_c + i * kKeysPerPass;
       const int p = kt * kKeys + r;
       const bool valid = p >= keys.kmin && p <= keys.kmax;
+      constexpr int kElems = 16 / sizeof(C);  // elements a chunk
       size_t off = 0;
       if (valid) {
         const size_t slot = size_t(table[p / L.block_size]) * L.block_size + p % L.block_size;
-        off = (slot * L.kv_heads + kvh) * D + part * 8;
+        off = (slot * L.kv_heads + kvh) * D + part_c * kElems;
       }
-      const int at = swizzled(kKeys, r, part);
-      cp_async16(kd + at, k_cache + off, valid);
-      cp_async16(vd + at, v_cache + off, valid);
+      if constexpr (kIsFp8<C>) {
+        cp_async16(k_bytes + r * D + part_c * kElems, k_cache + off, valid);
+        cp_async16(v_bytes + r * D + part_c * kElems, v_cache + off, valid);
+      } else {
+        const int at = swizzled(kKeys, r, part_c);
+        cp_async16(ks + st * Sizes::kKv + at, k_cache + off, valid);
+        cp_async16(vs + st * Sizes::kKv + at, v_cache + off, valid);
+      }
+    }
+  };
+  // fp8: the staging bytes this thread copied (load_tile's chunks: 16 codes, two chunks of T)
+  // widened into stage st.
+  auto widen_tile = [&](int st) {
+#pragma unroll
+    for (int i = 0; i < kKeys / kKeysPerPass; ++i) {
+      const int r = key_c + i * kKeysPerPass;
+      const uint4 kb = *reinterpret_cast<const uint4*>(k_bytes + r * D + part_c * 16);
+      const uint4 vb = *reinterpret_cast<const uint4*>(v_bytes + r * D + part_c * 16);
+      T* kd = ks + st * Sizes::kKv;
+      T* vd = vs + st * Sizes::kKv;
+      const int lo = swizzled(kKeys, r, 2 * part_c), hi = swizzled(kKeys, r, 2 * part_c + 1);
+      *reinterpret_cast<uint4*>(kd + lo) = widen_fp8x8<T>(make_uint2(kb.x, kb.y));
+      *reinterpret_cast<uint4*>(kd + hi) = widen_fp8x8<T>(make_uint2(kb.z, kb.w));
+      *reinterpret_cast<uint4*>(vd + lo) = widen_fp8x8<T>(make_uint2(vb.x, vb.y));
+      *reinterpret_cast<uint4*>(vd + hi) = widen_fp8x8<T>(make_uint2(vb.z, vb.w));
     }
   };
 
@@ -137,9 +175,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   for (int kt = kt_begin; kt <= kt_end; ++kt) {
     const int st = (kt - kt_begin) % kStages;
-    cp_async_wait<0>();               // this thread's copies of tile kt (and Q)
-    wgmma::fence_shared_for_async();  // ... visible to the tensor cores' reads
-    __syncthreads();                  // everyone's; tile kt - 2's stage is no longer read
+    cp_async_wait<0>();  // this thread's copies of tile kt (fp8: its bytes) and of Q
+    if constexpr (kIsFp8<C>) {
+      __syncthreads();  // every warpgroup is past tile kt - 1's S: tile kt - 2's stage is free
+      widen_tile(st);
+    }
+    wgmma::fence_shared_for_async();  // this thread's writes visible to the tensor cores' reads
+    __syncthreads();  // everyone's; the stage (or staging bytes) loaded next is no longer read
     if (kt < kt_end) {
       load_tile(kt + 1, (kt + 1 - kt_begin) % kStages);
       cp_async_commit();
@@ -193,34 +235,34 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-template <typename T, int D, bool ALIBI>
-void launch_wgmma(const T* q, int q_stride, const T* k_cache, const T* v_cache,
+template <typename T, typename C, int D, bool ALIBI>
+void launch_wgmma(const T* q, int q_stride, const C* k_cache, const C* v_cache,
                   const int32_t* block_tables, const int32_t* token_seq, const int32_t* token_pos,
                   const int32_t* cu_q, int num_seqs, int max_q_len, T* out, int heads,
                   float scale_log2, const float* alibi_slopes, int window, const PagedKvLayout& L,
                   cudaStream_t stream) {
-  auto* kernel = prefill_wgmma_kernel<T, D, ALIBI>;
+  auto* kernel = prefill_wgmma_kernel<T, C, D, ALIBI>;
+  constexpr int smem = Tile<C, D>::kSmem;
   // Raised on every launch (cheap, per device, allowed during graph capture).
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<D>::kSmem);
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   const dim3 grid((max_q_len + kRowsQ - 1) / kRowsQ, heads, num_seqs);
-  kernel<<<grid, kThreads, Tile<D>::kSmem, stream>>>(q, q_stride, k_cache, v_cache, block_tables,
-                                                     token_seq, token_pos, cu_q, out, heads,
-                                                     scale_log2, alibi_slopes, window, L);
+  kernel<<<grid, kThreads, smem, stream>>>(q, q_stride, k_cache, v_cache, block_tables, token_seq,
+                                           token_pos, cu_q, out, heads, scale_log2, alibi_slopes,
+                                           window, L);
 }
 
-#define LMX_INSTANTIATE(T, D, ALIBI)                                                           \
-  template void launch_wgmma<T, D, ALIBI>(const T*, int, const T*, const T*, const int32_t*,   \
-                                          const int32_t*, const int32_t*, const int32_t*, int, \
-                                          int, T*, int, float, const float*, int,              \
-                                          const PagedKvLayout&, cudaStream_t);
-#define LMX_INSTANTIATE_DIMS(T)  \
-  LMX_INSTANTIATE(T, 64, false)  \
-  LMX_INSTANTIATE(T, 64, true)   \
-  LMX_INSTANTIATE(T, 128, false) \
-  LMX_INSTANTIATE(T, 128, true)
-LMX_INSTANTIATE_DIMS(__half)
-LMX_INSTANTIATE_DIMS(__nv_bfloat16)
-#undef LMX_INSTANTIATE_DIMS
+#define LMX_INSTANTIATE_ONE(T, C, D, ALIBI)                                                       \
+  template void launch_wgmma<T, C, D, ALIBI>(const T*, int, const C*, const C*, const int32_t*,   \
+                                             const int32_t*, const int32_t*, const int32_t*, int, \
+                                             int, T*, int, float, const float*, int,              \
+                                             const PagedKvLayout&, cudaStream_t);
+#define LMX_INSTANTIATE(T, C)           \
+  LMX_INSTANTIATE_ONE(T, C, 64, false)  \
+  LMX_INSTANTIATE_ONE(T, C, 64, true)   \
+  LMX_INSTANTIATE_ONE(T, C, 128, false) \
+  LMX_INSTANTIATE_ONE(T, C, 128, true)
+LMX_KV_CACHE_TYPES_16BIT(LMX_INSTANTIATE)
 #undef LMX_INSTANTIATE
+#undef LMX_INSTANTIATE_ONE
 
 }  // namespace lmx::kernels::cuda::prefill

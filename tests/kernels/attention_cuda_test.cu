@@ -466,11 +466,17 @@ TYPED_TEST(PagedAttentionCuda, DecodeOverFp8CacheMatchesCpu) {
   check<TypeParam, KvFp8>({16, 8, 256, 7}, decode_batch(), Kernel::kDecode, seed++);
 }
 
+// Both prefill kernels (on Hopper, head_dim 64 / 128: wgmma, widening staged bytes, and mma.sync),
+// and a whole 1000-token prompt.
 TYPED_TEST(PagedAttentionCuda, PrefillOverFp8CacheMatchesCpu) {
   LMX_REQUIRE_GPU();
   uint32_t seed = 300;
-  for (const Shape& s : kShapes)
-    check<TypeParam, KvFp8>(s, prefill_batch(), Kernel::kPrefill, seed++);
+  for (Kernel kernel : {Kernel::kPrefill, Kernel::kPrefillMmaSync})
+    for (const Shape& s : kShapes) check<TypeParam, KvFp8>(s, prefill_batch(), kernel, seed++);
+  Batch whole;
+  whole.add_chunk(3, 0, 1000);
+  for (Kernel kernel : {Kernel::kPrefill, Kernel::kPrefillMmaSync})
+    check<TypeParam, KvFp8>({8, 2, 128, 0}, whole, kernel, seed++);
 }
 
 // fp8 caches with per-layer scales (kernels/kv_dtype.h): K's folded into the score scale, V's
@@ -487,6 +493,7 @@ TYPED_TEST(PagedAttentionCuda, ScaledFp8CacheMatchesCpuInEveryKernel) {
     for (const Shape& s : {Shape{32, 8, 128, 0}, Shape{32, 32, 128, 0}, Shape{12, 2, 96, 7}}) {
       check<TypeParam, KvFp8>(s, decode_batch(), Kernel::kDecode, seed++, kLens, ks);
       check<TypeParam, KvFp8>(s, prefill_batch(), Kernel::kPrefill, seed++, kLens, ks);
+      check<TypeParam, KvFp8>(s, prefill_batch(), Kernel::kPrefillMmaSync, seed++, kLens, ks);
     }
     check<TypeParam, KvFp8>({32, 16, 64, 0}, decode_batch(), Kernel::kDecodeShortMaxContext, seed++,
                             kLens, ks);
@@ -563,6 +570,7 @@ TYPED_TEST(PagedAttentionCuda, AlibiPrefillMatchesCpu) {
 TYPED_TEST(PagedAttentionCuda, AlibiPrefillOverFp8CacheMatchesCpu) {
   LMX_REQUIRE_GPU();
   check_alibi<TypeParam, KvFp8>(Kernel::kPrefill, 490);
+  check_alibi<TypeParam, KvFp8>(Kernel::kPrefillMmaSync, 500);
 }
 
 // The generic kernel (any head_dim <= 256): the tuned dims and odd ones, with and without ALiBi.
