@@ -73,14 +73,25 @@ struct Rows {
   }
 };
 
+// 2^x in one MUFU instruction (exp2f adds the handling of subnormal results: a P below 2^-126
+// becomes 0 here, far below the 16-bit P it is rounded to).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // One step of the online softmax over a tile of scores s (keys p0 ..): scaled into the log2
 // domain, ALiBi-biased (slope already times log2(e)), masked outside [lo, pos] when need_mask;
 // then s = P = exp2(x - running max), the running max and sum moved on, and alpha = the factor
-// that scales each row's O accumulated so far.
+// that scales each row's O accumulated so far. Without ALiBi the max is taken over the raw
+// scores (scale > 0) and the scale folded into exp2's argument: one FFMA and one MUFU a score
+// (H200, 4096-token prompt: wgmma 258 -> 270 TFLOP/s at head_dim 128, 193 -> 209 at 64).
 template <int NT, bool ALIBI>
 __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], Rows& r, int p0, bool need_mask,
                                              float scale_log2, float slope, float (&alpha)[2]) {
   const int lane = threadIdx.x % 32;
+  constexpr bool kFold = !ALIBI;
   float mx[2] = {-INFINITY, -INFINITY};
   // ALiBi: the bias of this thread's first key of the tile in each of its rows; key
   // p0 + nt * 8 + (lane % 4) * 2 + e % 2 adds slope * (nt * 8 + e % 2).
@@ -93,7 +104,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], Rows& r, int p0,
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int hf = e / 2;
-      float x = s[nt][e] * scale_log2;
+      float x = kFold ? s[nt][e] : s[nt][e] * scale_log2;
       if constexpr (ALIBI) x += fmaf(slope, float(nt * 8 + e % 2), bias0[hf]);
       if (need_mask) {
         const int p = p0 + nt * 8 + (lane % 4) * 2 + (e % 2);
@@ -108,6 +119,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], Rows& r, int p0,
   for (int hf = 0; hf < 2; ++hf) {
     mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
     mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
+    if constexpr (kFold) mx[hf] *= scale_log2;
     const float mn = fmaxf(r.m[hf], mx[hf]);
     mu[hf] = mn == -INFINITY ? 0.0f : mn;  // fully masked row: no NaN
     alpha[hf] = exp2f(r.m[hf] - mu[hf]);
@@ -117,7 +129,10 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], Rows& r, int p0,
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      s[nt][e] = exp2f(s[nt][e] - mu[e / 2]);
+      if constexpr (kFold)
+        s[nt][e] = exp2_ftz(fmaf(s[nt][e], scale_log2, -mu[e / 2]));
+      else
+        s[nt][e] = exp2f(s[nt][e] - mu[e / 2]);
       rs[e / 2] += s[nt][e];
     }
 #pragma unroll
