@@ -1,43 +1,66 @@
-#!/bin/bash
-# Builds the attention kernels, their test and benchmark directly with nvcc (only these files,
-# in parallel) and runs them; extra benchmark builds take tuning -D flags. Device machine:
-#   bench/kernels/attention_device_run.sh "-DLMX_ATTN_PREFILL_BN=32 -DLMX_ATTN_PREFILL_MIN_BLOCKS=3" ...
-# Logs go to $OUT (or /tmp/attn_out).
-set -u
-OUT=${OUT:-/tmp/attn_out}
-B=/tmp/attn_build
-mkdir -p "$B" "$OUT"
-F="-std=c++17 -gencode=arch=compute_90a,code=sm_90a -O3 -I."
-build() {  # build DIR "flags"
-  local d=$B/$1
-  mkdir -p "$d"
-  nvcc $F $2 -c kernels/cuda/attention_decode.cu -o "$d/d.o" &
-  nvcc $F $2 -c kernels/cuda/attention_prefill.cu -o "$d/p.o" &
-  nvcc $F $2 -c kernels/cuda/attention_generic.cu -o "$d/g.o" &
-  wait
-  nvcc -gencode=arch=compute_90a,code=sm_90a "$B/b.o" "$d/d.o" "$d/p.o" "$d/g.o" -o "$d/bench"
-  nvcc -gencode=arch=compute_90a,code=sm_90a "$B/t.o" "$d/d.o" "$d/p.o" "$d/g.o" "$B/c.o" -lgtest \
-    -lgtest_main -Xcompiler -fopenmp -o "$d/test"
+#!/usr/bin/env bash
+# The attention kernels' test and benchmark with tuning variants, in one device call: builds
+# lmx_cuda_kernel_tests and lmx_bench_attention (Release, sm_90a, build-gpu/), then for each
+# variant recompiles the attention sources with its -D flags (the exact nvcc commands ninja uses)
+# and links them ahead of the kernel library into a test and a benchmark of its own. Runs the
+# attention tests (TEST_FILTER) and the benchmark (BENCH_ARGS) of the tree, then of each variant.
+# Usage on the device:
+#   bench/kernels/attention_device_run.sh "-DLMX_FOO=1" "-DLMX_FOO=1 -DLMX_BAR=2" ...
+# SOURCES (default: the prefill sources) are the kernels/cuda/*.cu recompiled per variant. Logs go
+# to $OUT (or devcmd/); each variant's objects under /tmp/attn_v<i>.
+source "$(dirname "$0")/../../scripts/device_check_common.sh" devcmd
+sources=${SOURCES:-attention_prefill attention_prefill_wgmma}
+filter=${TEST_FILTER:-*PagedAttention*Prefill*:*ScaledFp8*}
+bench_args=${BENCH_ARGS:---prefill}
+step "build"
+configure_tree . build-gpu || { tail -20 "$out/configure-build-gpu.log"; exit 1; }
+ninja -C build-gpu lmx_cuda_kernel_tests lmx_bench_attention >"$out/build.log" 2>&1 ||
+  { tail -30 "$out/build.log"; exit 1; }
+link_bench=$(ninja -C build-gpu -t commands lmx_bench_attention | tail -1)
+link_test=$(ninja -C build-gpu -t commands lmx_cuda_kernel_tests | tail -1)
+
+# variant DIR FLAGS: DIR/bench and DIR/test with the sources built with FLAGS.
+variant() {
+  local dir=$1 flags=$2 objects="" src cc
+  mkdir -p "$dir"
+  for src in $sources; do
+    cc=$(ninja -C build-gpu -t commands lmx_kernels_cuda | grep nvcc | grep "cuda/$src.cu.o" |
+      tail -1)
+    [[ -n $cc ]] || { echo "no compile command for $src"; return 1; }
+    cc=${cc/ -o kernels\/CMakeFiles\/lmx_kernels_cuda.dir\/cuda\/$src.cu.o/ $flags -o $dir/$src.o}
+    (cd build-gpu && eval "$cc") >>"$dir/build.log" 2>&1 || { tail -20 "$dir/build.log"; return 1; }
+    objects+=" $dir/$src.o"
+  done
+  (cd build-gpu &&
+    eval "${link_bench/ -o bin\/lmx_bench_attention/$objects -o $dir/bench}" &&
+    eval "${link_test/ -o bin\/lmx_cuda_kernel_tests/$objects -o $dir/test}") \
+    >>"$dir/build.log" 2>&1 || { tail -20 "$dir/build.log"; return 1; }
 }
-nvcc $F -c tests/kernels/attention_cuda_test.cu -o $B/t.o &
-nvcc $F -c bench/kernels/attention_bench.cu -o $B/b.o &
-g++ -std=c++20 -O3 -fopenmp -I. -c kernels/cpu/attention.cpp -o $B/c.o &
-wait
-i=0
-build v0 "" &
-for flags in "$@"; do i=$((i + 1)); build v$i "$flags" & done
-wait
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-timeout 400 $B/v0/test > "$OUT/test.log" 2>&1
-echo "test rc $?"
-grep -E "^\[  |Failure|Expected|which is" "$OUT/test.log" | grep -v "RUN  " | tail -30
-echo "== v0 (default)"
-timeout 60 $B/v0/bench | tee "$OUT/bench_v0.log"
+step "variants"
 i=0
 for flags in "$@"; do
   i=$((i + 1))
-  echo "== v$i $flags"
-  timeout 60 $B/v$i/test --gtest_filter='*Prefill*:*DecodeMatches*' > "$OUT/test_v$i.log" 2>&1
-  echo "test v$i rc $? $(grep -cE 'rel L2' "$OUT/test_v$i.log") checks, $(grep -c FAILED "$OUT/test_v$i.log") failed lines"
-  timeout 60 $B/v$i/bench | tee "$OUT/bench_v$i.log" | grep -E "ctx  8192|ctx   512|prefill"
+  variant "/tmp/attn_v$i" "$flags" &
 done
+wait
+
+# run NAME TEST BENCH
+run() {
+  [[ -x $2 && -x $3 ]] || { echo "== $1: not built"; return; }
+  LMX_REQUIRE_GPU=1 timeout "$(limit 120)" "$2" --gtest_filter="$filter" >"$out/test_$1.log" 2>&1
+  echo "== $1: tests rc $? ($(grep -cE 'rel L2' "$out/test_$1.log") checks)" \
+    "$(grep -E '^\[  (PASSED|FAILED)' "$out/test_$1.log" | tr '\n' ' ')"
+  grep -E "Failure|SKIPPED" "$out/test_$1.log" | head -5
+  timeout "$(limit 90)" "$3" $bench_args >"$out/bench_$1.log" 2>&1
+  cat "$out/bench_$1.log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+step "tree"
+run tree build-gpu/bin/lmx_cuda_kernel_tests build-gpu/bin/lmx_bench_attention
+i=0
+for flags in "$@"; do
+  i=$((i + 1))
+  step "v$i: $flags"
+  run "v$i" "/tmp/attn_v$i/test" "/tmp/attn_v$i/bench"
+done
+step end
