@@ -21,7 +21,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
