@@ -210,13 +210,7 @@ __global__ void __launch_bounds__(kThreads)
       pa[2 * n] = pack2<T>(p[0], p[1]);
       pa[2 * n + 1] = pack2<T>(p[2], p[3]);
     }
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      acc[j][0] *= alpha[0];
-      acc[j][1] *= alpha[0];
-      acc[j][2] *= alpha[1];
-      acc[j][3] *= alpha[1];
-    }
+    scale_rows(acc, alpha);
 
     // O += P V.
     if constexpr (kIsFp8<C>) {

@@ -98,14 +98,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
   C* v_bytes = k_bytes + kBN * D;                                     // fp8: [kBN][D]
   __shared__ int red[kThreads / 32][4];
 
-  const int chunk = blockIdx.z;
-  const int h = blockIdx.y;
-  const int qb = cu_q[chunk], qe = cu_q[chunk + 1];
-  const int q0 = qb + (gridDim.x - 1 - blockIdx.x) * kBM;  // heaviest tiles first
-  if (q0 >= qe) return;
-  const int rows = min(kBM, qe - q0);
-  const int kvh = h / (heads / L.kv_heads);
-  const int32_t* table = block_tables + size_t(token_seq[q0]) * L.max_blocks_per_seq;
+  const prefill::QueryTile tile =
+      prefill::query_tile<kBM>(cu_q, token_seq, block_tables, heads, L);
+  if (tile.rows == 0) return;
+  const int h = blockIdx.y, q0 = tile.q0, rows = tile.rows, kvh = tile.kvh;
+  const int32_t* const table = tile.table;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float slope = ALIBI ? alibi_slopes[h] * prefill::kLog2e : 0.0f;  // ALiBi, log2 domain
 
@@ -243,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<C, D, MT>)
     for (int mt = 0; mt < MT; ++mt) {
       float alpha[2];
       prefill::softmax_tile<kBN / 8, ALIBI>(s[mt], rw[mt], p0, need_mask, scale_log2, slope, alpha);
-      prefill::scale_rows(o[mt], alpha);
+      scale_rows(o[mt], alpha);
       prefill::p_fragments<T>(s[mt], pa[mt]);
     }
 

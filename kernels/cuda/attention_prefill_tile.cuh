@@ -9,12 +9,35 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/attention.h"
 #include "kernels/cuda/head_dim_dispatch.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace lmx::kernels::cuda::prefill {
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+// A block's query rows: q0 .. q0 + rows - 1 of chunk blockIdx.z (tile blockIdx.x counted from
+// the chunk's end: the heaviest tiles of a causal chunk first) for head blockIdx.y, its KV head
+// and its sequence's block-table row. rows == 0: the chunk is too short to reach this tile.
+struct QueryTile {
+  int q0 = 0, rows = 0, kvh = 0;
+  const int32_t* table = nullptr;
+};
+template <int kRows>
+__device__ __forceinline__ QueryTile query_tile(const int32_t* __restrict__ cu_q,
+                                                const int32_t* __restrict__ token_seq,
+                                                const int32_t* __restrict__ block_tables, int heads,
+                                                const PagedKvLayout& L) {
+  QueryTile t;
+  const int qb = cu_q[blockIdx.z], qe = cu_q[blockIdx.z + 1];
+  t.q0 = qb + (gridDim.x - 1 - blockIdx.x) * kRows;
+  if (t.q0 >= qe) return t;
+  t.rows = min(kRows, qe - t.q0);
+  t.kvh = blockIdx.y / (heads / L.kv_heads);
+  t.table = block_tables + size_t(token_seq[t.q0]) * L.max_blocks_per_seq;
+  return t;
+}
 
 // The keys a CTA's query rows read, [kmin, kmax] = [min lo, max pos], and those none of them
 // masks, [full_lo, full_hi] = [max lo, min pos]; lo = pos - window + 1 (0 without a window).
@@ -137,18 +160,6 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], Rows& r, int p0,
     }
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) r.l[hf] = r.l[hf] * alpha[hf] + rs[hf];
-}
-
-// O's rows times alpha (softmax_tile's).
-template <int ND>
-__device__ __forceinline__ void scale_rows(float (&o)[ND][4], const float (&alpha)[2]) {
-#pragma unroll
-  for (int dn = 0; dn < ND; ++dn) {
-    o[dn][0] *= alpha[0];
-    o[dn][1] *= alpha[0];
-    o[dn][2] *= alpha[1];
-    o[dn][3] *= alpha[1];
-  }
 }
 
 // P as the A fragments of k16 steps: the values of two n8 tiles are those of one k16 A fragment

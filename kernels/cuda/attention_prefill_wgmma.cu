@@ -96,13 +96,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   C* v_bytes = k_bytes + kKeys * D;                              // fp8: [128 keys][D]
   __shared__ int red[kThreads / 32][4];
 
-  const int chunk = blockIdx.z, h = blockIdx.y;
-  const int qb = cu_q[chunk], qe = cu_q[chunk + 1];
-  const int q0 = qb + (gridDim.x - 1 - blockIdx.x) * kRowsQ;  // heaviest tiles first
-  if (q0 >= qe) return;
-  const int rows = min(kRowsQ, qe - q0);
-  const int kvh = h / (heads / L.kv_heads);
-  const int32_t* table = block_tables + size_t(token_seq[q0]) * L.max_blocks_per_seq;
+  const QueryTile tile = query_tile<kRowsQ>(cu_q, token_seq, block_tables, heads, L);
+  if (tile.rows == 0) return;
+  const int h = blockIdx.y, q0 = tile.q0, rows = tile.rows, kvh = tile.kvh;
+  const int32_t* const table = tile.table;
   const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
   const float slope = ALIBI ? alibi_slopes[h] * kLog2e : 0.0f;  // ALiBi, log2 domain
 

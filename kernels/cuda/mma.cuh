@@ -46,4 +46,17 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// Rows g and g + 8 of N m16n8 accumulators (c's layout above) times alpha[0] and alpha[1]: the
+// online softmax's rescale of O when a row's running max moves.
+template <int N>
+__device__ __forceinline__ void scale_rows(float (&c)[N][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    c[n][0] *= alpha[0];
+    c[n][1] *= alpha[0];
+    c[n][2] *= alpha[1];
+    c[n][3] *= alpha[1];
+  }
+}
+
 }  // namespace lmx::kernels::cuda
