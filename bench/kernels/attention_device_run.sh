@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # The attention kernels' test and benchmark with tuning variants, in one device call: builds
-# lmx_cuda_kernel_tests and lmx_bench_attention (Release, sm_90a, build-gpu/), then for each
+# lmx_cuda_kernel_tests and the benchmark BENCH (default lmx_bench_attention; any kernel
+# benchmark target, e.g. lmx_bench_int8_gemm) (Release, sm_90a, build-gpu/), then for each
 # variant recompiles the attention sources with its -D flags (the exact nvcc commands ninja uses)
 # and links them ahead of the kernel library into a test and a benchmark of its own. Runs the
 # attention tests (TEST_FILTER) and the benchmark (BENCH_ARGS) of the tree, then of each variant.
 # Usage on the device:
 #   bench/kernels/attention_device_run.sh "-DLMX_FOO=1" "-DLMX_FOO=1 -DLMX_BAR=2" ...
+#   SOURCES=w8a8_wgmma TEST_FILTER='*W8A8*:*Int8Gemm*' BENCH=lmx_bench_int8_gemm \
+#     BENCH_ARGS="--rows 512,4096" bench/kernels/attention_device_run.sh "-DLMX_W8A8_CLUSTER=21"
 # SOURCES (default: the prefill sources) are the kernels/cuda/*.cu recompiled per variant. Logs go
 # to $OUT (or devcmd/); each variant's objects under /tmp/attn_v<i>.
 source "$(dirname "$0")/../../scripts/device_check_common.sh" devcmd
 sources=${SOURCES:-attention_prefill attention_prefill_wgmma}
 filter=${TEST_FILTER:-*PagedAttention*Prefill*:*ScaledFp8*}
+bench=${BENCH:-lmx_bench_attention}
 bench_args=${BENCH_ARGS:---prefill}
 step "build"
 configure_tree . build-gpu || { tail -20 "$out/configure-build-gpu.log"; exit 1; }
-ninja -C build-gpu lmx_cuda_kernel_tests lmx_bench_attention >"$out/build.log" 2>&1 ||
+ninja -C build-gpu lmx_cuda_kernel_tests "$bench" >"$out/build.log" 2>&1 ||
   { tail -30 "$out/build.log"; exit 1; }
-link_bench=$(ninja -C build-gpu -t commands lmx_bench_attention | tail -1)
+link_bench=$(ninja -C build-gpu -t commands "$bench" | tail -1)
 link_test=$(ninja -C build-gpu -t commands lmx_cuda_kernel_tests | tail -1)
 
 # variant DIR FLAGS: DIR/bench and DIR/test with the sources built with FLAGS.
@@ -32,7 +36,7 @@ variant() {
     objects+=" $dir/$src.o"
   done
   (cd build-gpu &&
-    eval "${link_bench/ -o bin\/lmx_bench_attention/$objects -o $dir/bench}" &&
+    eval "${link_bench/ -o bin\/$bench/$objects -o $dir/bench}" &&
     eval "${link_test/ -o bin\/lmx_cuda_kernel_tests/$objects -o $dir/test}") \
     >>"$dir/build.log" 2>&1 || { tail -20 "$dir/build.log"; return 1; }
 }
@@ -56,7 +60,7 @@ run() {
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 step "tree"
-run tree build-gpu/bin/lmx_cuda_kernel_tests build-gpu/bin/lmx_bench_attention
+run tree build-gpu/bin/lmx_cuda_kernel_tests "build-gpu/bin/$bench"
 i=0
 for flags in "$@"; do
   i=$((i + 1))
