@@ -49,7 +49,7 @@ size_t dtype_size(DType dtype) {
 void convert_to_f32(DType dtype, const std::byte* src, size_t count, float* dst) {
   switch (dtype) {
     case DType::F32:
-      std::memcpy(dst, src, count * sizeof(float));
+      if (count > 0) std::memcpy(dst, src, count * sizeof(float));  // an empty tensor: no pointers
       return;
     case DType::F16:
       for (size_t i = 0; i < count; ++i) dst[i] = f16_to_f32(load_unaligned<uint16_t>(src + 2 * i));

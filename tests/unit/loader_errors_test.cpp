@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "engine/backend/cpu_backend.h"
+#include "engine/core/dtype.h"
 #include "engine/core/error.h"
 #include "engine/model/model.h"
+#include "engine/model/safetensors.h"
 #include "engine/model/weight_map.h"
 #include "tests/support/checkpoint_writer.h"
 #include "tests/support/expect_error.h"
@@ -160,6 +162,22 @@ class MalformedFileTest : public LoaderTest {
     write_weights(out + header + std::string(data_bytes, '\0'));
   }
 };
+
+// A tensor of no elements (shape [0]) is valid: it maps to no bytes and converts to nothing, in
+// every dtype, with the null pointers of empty buffers (the safetensors fuzzer's finding of
+// 2026-11-28: memcpy from / to null, undefined even for 0 bytes).
+TEST_F(MalformedFileTest, EmptyTensorConvertsToNothing) {
+  write_raw(R"({"__m": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}})", 0);
+  const SafetensorsFile f(dir_.path() / "model.safetensors");
+  ASSERT_EQ(f.tensors().size(), 1u);
+  for (const auto& [name, view] : f.tensors()) {
+    EXPECT_EQ(view.numel(), 0);
+    std::vector<float> out;
+    convert_to_f32(view.dtype, view.data.data(), out.size(), out.data());
+  }
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::F8_E4M3})
+    convert_to_f32(d, nullptr, 0, nullptr);
+}
 
 TEST_F(MalformedFileTest, EmptyFile) {
   write_weights("");
