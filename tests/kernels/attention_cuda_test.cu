@@ -47,14 +47,15 @@ namespace {
 // of one head: (1) the output's rounding to T, at most u relative per element, so at most u in L2
 // (the decode and generic kernels keep everything else in fp32: scores, softmax, sums, split
 // merges, ~1e-6 relative; the cache values are exact in T); (2) in the prefill kernel and the
-// tensor-core decode kernel (groups of 3-16), P (in [0, 1]) rounded to T before P V: error sum_i p_i d_i v_i with |d_i| <= u. With V's elements
-// independent of the scores and zero-mean (uniform [-2, 2]), E|error|^2 = (u^2 / 3) sum_i p_i^2
-// |v_i|^2 while E|o|^2 = sum_i p_i^2 |v_i|^2: an rms ratio of u / sqrt(3), ~0.8 u with (1). The
-// ratio of two sums of D squares varies from head to head: for the prefill shapes here (D >= 64)
-// the worst of ~10^4 heads a check stays within ~2x the rms (|o|^2 below a quarter of its mean
-// is a chi-square(64) tail of ~1e-9). So ~2 u at most; 8 u leaves a margin of 4, and a head that
-// reads a wrong key, position, block or scale is off by O(1). (Measured before this check, as the
-// global error: fp16 prefill 2.3e-4 = 0.47 u, bf16 1.9e-3 = 0.49 u; docs/attention.md.)
+// tensor-core decode kernel (groups of 3-16), P (in [0, 1]) rounded to T before P V: error sum_i
+// p_i d_i v_i with |d_i| <= u. With V's elements independent of the scores and zero-mean (uniform
+// [-2, 2]), E|error|^2 = (u^2 / 3) sum_i p_i^2 |v_i|^2 while E|o|^2 = sum_i p_i^2 |v_i|^2: an rms
+// ratio of u / sqrt(3), ~0.8 u with (1). The ratio of two sums of D squares varies from head to
+// head: for the prefill shapes here (D >= 64) the worst of ~10^4 heads a check stays within ~2x the
+// rms (|o|^2 below a quarter of its mean is a chi-square(64) tail of ~1e-9). So ~2 u at most; 8 u
+// leaves a margin of 4, and a head that reads a wrong key, position, block or scale is off by O(1).
+// (Measured before this check, as the global error: fp16 prefill 2.3e-4 = 0.47 u, bf16 1.9e-3 =
+// 0.49 u; docs/attention.md.)
 template <typename T>
 struct Tol;
 template <>
@@ -70,13 +71,15 @@ struct Tol<__nv_bfloat16> {
 
 struct Shape {
   int heads, kv_heads, head_dim, window;
-  bool alibi = false;  // Bloom's slopes for `heads` (bloom_alibi_slopes)
+  bool alibi = false;   // Bloom's slopes for `heads` (bloom_alibi_slopes)
+  int block_size = 16;  // keys a cache block
 };
 
 std::string name(const Shape& s) {
   return std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " heads, d" +
          std::to_string(s.head_dim) + ", window " + std::to_string(s.window) +
-         (s.alibi ? ", alibi" : "");
+         (s.alibi ? ", alibi" : "") +
+         (s.block_size != 16 ? ", blocks of " + std::to_string(s.block_size) : "");
 }
 
 // Bloom's ALiBi slopes (Hugging Face build_alibi_tensor) for n heads: p = the largest power of two
@@ -120,15 +123,15 @@ struct HostArray {
 // One ragged batch over a shared paged cache of C.
 template <typename C>
 struct Scenario {
-  static constexpr int kBlockSize = 16;
   std::vector<int> lens;
   kernels::PagedKvLayout layout{};
   int num_blocks = 0;
-  std::vector<int32_t> tables;          // [seqs, max_blocks], unused entries -1
-  HostArray<float> k_cache, v_cache;    // the cache's values (exact in C) for the reference
-  HostArray<C> k_c, v_c;                // the same values in C, for the device
+  std::vector<int32_t> tables;        // [seqs, max_blocks], unused entries -1
+  HostArray<float> k_cache, v_cache;  // the cache's values (exact in C) for the reference
+  HostArray<C> k_c, v_c;              // the same values in C, for the device
 
   void build(const Shape& s, std::mt19937& rng) {
+    const int kBlockSize = s.block_size;
     int max_blocks = 0;
     for (int len : lens) {
       max_blocks = std::max(max_blocks, (len + kBlockSize - 1) / kBlockSize);
@@ -252,7 +255,8 @@ void check(const Shape& s, const Batch& batch, Kernel kernel, uint32_t seed,
   LMX_CUDA_OK(cudaMemcpy(dseq.p, batch.seq.data(), tokens * 4, cudaMemcpyHostToDevice));
   LMX_CUDA_OK(cudaMemcpy(dpos.p, batch.pos.data(), tokens * 4, cudaMemcpyHostToDevice));
   if (!batch.cu_q.empty())
-    LMX_CUDA_OK(cudaMemcpy(dcu.p, batch.cu_q.data(), batch.cu_q.size() * 4, cudaMemcpyHostToDevice));
+    LMX_CUDA_OK(
+        cudaMemcpy(dcu.p, batch.cu_q.data(), batch.cu_q.size() * 4, cudaMemcpyHostToDevice));
   LMX_CUDA_OK(cudaMemset(dout.p, 0xff, ref.size() * sizeof(T)));  // poison: NaN in every dtype
 
   const int max_len = *std::max_element(sc.lens.begin(), sc.lens.end());
@@ -444,6 +448,20 @@ TYPED_TEST(PagedAttentionCuda, PrefillOfAWholePromptMatchesCpu) {
   for (const Shape& s : {Shape{8, 2, 128, 0}, Shape{8, 8, 64, 300}})
     for (Kernel kernel : {Kernel::kPrefill, Kernel::kPrefillMmaSync})
       check<TypeParam>(s, whole, kernel, seed++);
+}
+
+// Cache blocks of other sizes: 8, 32 and 128 keys (on Hopper the TMA-fed wgmma kernel loads one
+// box a block, 16-bit caches with blocks that divide its 128-key tile) and 24 (does not divide a
+// tile: the cp.async wgmma kernel), each through the best kernel and mma.sync.
+TYPED_TEST(PagedAttentionCuda, PrefillOverOtherBlockSizesMatchesCpu) {
+  LMX_REQUIRE_GPU();
+  uint32_t seed = 190;
+  for (int block : {8, 32, 128, 24})
+    for (Shape s : {Shape{32, 8, 128, 4096}, Shape{8, 1, 64, 7}, Shape{16, 16, 128, 0, true}}) {
+      s.block_size = block;
+      for (Kernel kernel : {Kernel::kPrefill, Kernel::kPrefillMmaSync})
+        check<TypeParam>(s, prefill_batch(), kernel, seed++);
+    }
 }
 
 // fp8 (E4M3) caches: the decode kernels (both variants, split plans of the MHA shapes, windows)
