@@ -6,6 +6,9 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend_factory.h"
 #include "engine/core/error.h"
+#include "engine/model/shard.h"
+#include "engine/parallel/rank_group.h"
+#include "smoothquant/sharded_scorer.h"
 
 namespace lmx::smoothquant {
 namespace {
@@ -34,11 +37,36 @@ CudaDtype resolved_dtype(const CalibrationDevice& d, const LoadedModel& model) {
   return d.dtype.value_or(auto_cuda_dtype(model.config.dtype()));
 }
 
+KvCacheShape calibration_kv(int max_tokens) {
+  return {kBlock, (std::max(max_tokens, 1) + kBlock - 1) / kBlock};
+}
+
+// The whole model's statistics from each rank's (rank order): qkv and up read every rank's whole
+// input (the replicated hidden state), so rank 0's are the model's; o and down read each rank's
+// slice of the columns (its heads, its intermediate slice, in rank order), joined.
+std::vector<LayerStats> join_ranks(const std::vector<std::unique_ptr<StatsCollector>>& ranks) {
+  std::vector<LayerStats> out = ranks[0]->stats();
+  for (size_t l = 0; l < out.size(); ++l)
+    for (const LinearSlot slot : {LinearSlot::O, LinearSlot::Down}) {
+      InputStats& whole = out[l][size_t(slot)];
+      for (size_t r = 1; r < ranks.size(); ++r) {
+        const InputStats& part = ranks[r]->stats()[l][size_t(slot)];
+        if (part.tokens != whole.tokens)
+          throw_error("internal: tensor-parallel rank {} saw {} tokens at layer {}, rank 0 {}", r,
+                      part.tokens, l, whole.tokens);
+        whole.abs_max.insert(whole.abs_max.end(), part.abs_max.begin(), part.abs_max.end());
+        whole.in += part.in;
+      }
+    }
+  return out;
+}
+
 }  // namespace
 
 std::string CalibrationDevice::describe(const LoadedModel& model) const {
-  if (!cuda) return "cpu (fp32)";
-  return fmt::format("cuda:{} ({})", gpu, dtype_name(resolved_dtype(*this, model)));
+  const std::string split = ranks > 1 ? fmt::format(" x {} ranks", ranks) : "";
+  if (!cuda) return "cpu (fp32)" + split;
+  return fmt::format("cuda:{} ({}){}", gpu, dtype_name(resolved_dtype(*this, model)), split);
 }
 
 StatsCollector::StatsCollector(int layers, int64_t keep_rows)
@@ -91,10 +119,9 @@ CudaBackendOptions calibration_cuda_options(CudaDtype dtype, int gpu, Activation
 std::unique_ptr<Backend> make_calibration_backend(const LoadedModel& model,
                                                   const CalibrationDevice& device,
                                                   ActivationObserver& observer, int max_tokens) {
-  if (!device.cuda) {
-    const int blocks = (std::max(max_tokens, 1) + kBlock - 1) / kBlock;
-    return make_cpu_backend(model, {kBlock, blocks}, observer);
-  }
+  if (device.ranks != 1)
+    throw_error("internal: a calibration backend is one rank; {} asked", device.ranks);
+  if (!device.cuda) return make_cpu_backend(model, calibration_kv(max_tokens), observer);
 #if LMX_HAVE_CUDA_BACKEND
   const bool fused = model.architecture ? model.architecture->fused_policy : true;
   return cuda_backend_factory()(  // linked, or liblmx_cuda.so (the plugin)
@@ -138,24 +165,59 @@ void run_calibration(Backend& backend, const std::vector<std::vector<int32_t>>& 
 }
 
 Calibrator::Calibrator(const LoadedModel& model, const CalibrationDevice& device, int64_t keep_rows,
-                       int max_tokens)
-    : collector_(model.desc.num_layers, keep_rows) {
+                       int max_tokens) {
   for (const LayerWeights<WeightRef>& l : model.weights.layers)
     if (l.qkv.quant.quantized() || l.up.quant.quantized())
       throw_error("calibration runs the unquantized model; {} is marked for {}", l.qkv.weight.name,
                   l.qkv.quant.method());
-  backend_ = make_calibration_backend(model, device, collector_, max_tokens);
+  const int ranks = device.ranks;
+  if (ranks < 1) throw_error("calibration over {} tensor-parallel ranks: at least 1", ranks);
+  if (ranks > 1 && device.cuda)
+    throw_error(
+        "calibration on cuda runs on one GPU; it was asked to split the model over {} "
+        "ranks (sharded calibration runs on the CPU backend only)",
+        ranks);
+  for (int r = 0; r < ranks; ++r)
+    collectors_.push_back(std::make_unique<StatsCollector>(model.desc.num_layers, keep_rows));
+  if (ranks == 1) {
+    backend_ = make_calibration_backend(model, device, *collectors_[0], max_tokens);
+    ranks_ = {backend_.get()};
+    return;
+  }
+  rank_desc(model.desc, {0, ranks});  // a degree that does not split the model: its error here
+  ranks_.assign(size_t(ranks), nullptr);
+  // Each rank fills its own entry while it builds; make_thread_group returns once every rank has.
+  backend_ = make_thread_group(ranks, [&, kv = calibration_kv(max_tokens)](Communicator& comm) {
+    std::unique_ptr<Backend> b =
+        make_cpu_rank_backend(model, kv, comm, collectors_[size_t(comm.rank())].get());
+    ranks_[size_t(comm.rank())] = b.get();
+    return b;
+  });
 }
+
+Calibrator::~Calibrator() = default;
 
 void Calibrator::run(const std::vector<std::vector<int32_t>>& samples,
                      const CalibrationProgress& progress) {
   run_calibration(*backend_, samples, progress);
+  if (ranks_.size() > 1) joined_ = join_ranks(collectors_);
+}
+
+const std::vector<LayerStats>& Calibrator::stats() const {
+  return ranks_.size() == 1 ? collectors_[0]->stats() : joined_;
 }
 
 SmoothingScorer& Calibrator::scorer() {
-  SmoothingScorer* s = backend_->smoothing_scorer();
-  if (!s) throw_error("internal: the {} calibration backend has no alpha search", backend_->name());
-  return *s;
+  std::vector<SmoothingScorer*> scorers;
+  for (Backend* b : ranks_) {
+    SmoothingScorer* s = b->smoothing_scorer();
+    if (!s) throw_error("internal: the {} calibration backend has no alpha search", b->name());
+    scorers.push_back(s);
+  }
+  if (scorers.size() == 1) return *scorers[0];
+  // The other ranks wait for the leader's next step meanwhile: their scorers run on this thread.
+  if (!sharded_) sharded_ = std::make_unique<ShardedScorer>(std::move(scorers));
+  return *sharded_;
 }
 
 }  // namespace lmx::smoothquant

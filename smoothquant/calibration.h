@@ -28,7 +28,11 @@ struct CalibrationDevice {
   // cuda: the activations' dtype; unset: the model's serving default (auto_cuda_dtype).
   std::optional<CudaDtype> dtype;
   int gpu = 0;  // cuda: the GPU
-  // "cpu (fp32)" or "cuda:0 (bf16)", `model`'s dtype resolved.
+  // Tensor-parallel ranks the model is split over while it calibrates, threads of this process
+  // (engine/parallel/rank_group.h) each holding its slices (engine/model/shard.h): the CPU backend
+  // only for now (cuda calibrates on one GPU; ranks > 1 there is an lmx::Error).
+  int ranks = 1;
+  // "cpu (fp32)", "cpu (fp32) x 2 ranks" or "cuda:0 (bf16)", `model`'s dtype resolved.
   std::string describe(const LoadedModel& model) const;
 };
 
@@ -71,7 +75,7 @@ CudaBackendOptions calibration_cuda_options(CudaDtype dtype, int gpu, Activation
 // A backend for `model` (unquantized) on `device` that shows `observer` every forward: one GPU
 // (unfused, no graphs, a KV cache for one sequence of `max_tokens`) or the CPU reference. Throws
 // lmx::Error where the device cannot run it (no GPU, no CUDA backend in this build, random
-// weights on the CPU).
+// weights on the CPU) and for device.ranks != 1 (Calibrator splits the model itself).
 std::unique_ptr<Backend> make_calibration_backend(const LoadedModel& model,
                                                   const CalibrationDevice& device,
                                                   ActivationObserver& observer, int max_tokens);
@@ -90,20 +94,29 @@ int longest_sample(const std::vector<std::vector<int32_t>>& samples);
 // and the backend's alpha search (make_plan). The backend holds the unquantized model until the
 // Calibrator is destroyed. Throws lmx::Error as make_calibration_backend, and if the model is
 // marked quantized.
+// Over `device.ranks` > 1 ranks each rank holds its slices and its own StatsCollector: the
+// statistics are the whole model's (qkv and up inputs are every rank's whole input: rank 0's;
+// o's and down's are each rank's columns, joined in rank order), and the alpha search combines
+// the ranks' (sharded_scorer.h).
 class Calibrator {
  public:
   Calibrator(const LoadedModel& model, const CalibrationDevice& device, int64_t keep_rows,
              int max_tokens);
-  Calibrator(const Calibrator&) = delete;  // the backend holds a reference to the collector
+  Calibrator(const Calibrator&) = delete;  // the backends hold references to the collectors
   Calibrator& operator=(const Calibrator&) = delete;
+  ~Calibrator();
   void run(const std::vector<std::vector<int32_t>>& samples,
            const CalibrationProgress& progress = {});
-  const std::vector<LayerStats>& stats() const { return collector_.stats(); }
+  // The statistics of the samples run so far (over ranks > 1: as of the last run()).
+  const std::vector<LayerStats>& stats() const;
   SmoothingScorer& scorer();
 
  private:
-  StatsCollector collector_;
-  std::unique_ptr<Backend> backend_;
+  std::vector<std::unique_ptr<StatsCollector>> collectors_;  // one a rank
+  std::vector<Backend*> ranks_;       // each rank's backend (owned by backend_), rank order
+  std::unique_ptr<Backend> backend_;  // rank 0 (leading the others over ranks > 1)
+  std::vector<LayerStats> joined_;    // ranks > 1: the whole model's, joined after run()
+  std::unique_ptr<SmoothingScorer> sharded_;
 };
 
 }  // namespace lmx::smoothquant

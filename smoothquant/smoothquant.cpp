@@ -155,9 +155,10 @@ LoadedModel load_quantized_model(const std::filesystem::path& dir, const LinearQ
     throw_error("smoothquant and {} cannot be combined", quant.method());
   LoadedModel m = load_model(dir, quant);
   if (smoothquant && !m.quantization.is_null())
-    throw_error("{}: option.quantize=smoothquant quantizes F32, F16 or BF16 checkpoints; this one "
-                "is already quantized ({})",
-                dir.string(), m.quantization.dump());
+    throw_error(
+        "{}: option.quantize=smoothquant quantizes F32, F16 or BF16 checkpoints; this one "
+        "is already quantized ({})",
+        dir.string(), m.quantization.dump());
   if (smoothquant) apply(m, *smoothquant);
   if (quant.quantized() && m.quantization.is_null()) {
     m.quantization = {{"method", quant.method()}};
@@ -173,6 +174,8 @@ std::optional<Settings> settings_from(const properties::ServingConfig& config) {
   s.calibration_file = config.smoothquant_calibration_file;
   s.samples = config.smoothquant_calibration_samples;
   s.device = calibration_device(config);
+  // The CPU backend calibrates split as it serves (each rank holding its slices); cuda on one GPU.
+  if (!s.device.cuda) s.device.ranks = config.tensor_parallel_degree;
   return s;
 }
 

@@ -573,8 +573,8 @@ std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCach
 }
 
 std::unique_ptr<Backend> make_cpu_rank_backend(const LoadedModel& model, const KvCacheShape& kv,
-                                               Communicator& comm) {
-  return std::make_unique<CpuBackend>(model, kv, &comm);
+                                               Communicator& comm, ActivationObserver* observer) {
+  return std::make_unique<CpuBackend>(model, kv, &comm, observer);
 }
 
 CpuKvView cpu_kv_cache(const Backend& backend, int layer) {

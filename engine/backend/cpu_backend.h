@@ -20,9 +20,13 @@ std::unique_ptr<Backend> make_cpu_backend(const LoadedModel& model, const KvCach
 
 // One rank of a tensor-parallel group: the rank's slices of the model (engine/model/shard.h),
 // meeting the other ranks through `comm` in every forward (all ranks run the same forwards).
+// With `observer`, it is shown the inputs of the rank's projections (smoothquant's sharded
+// calibration: a row-parallel projection's input is the rank's columns); it must outlive the
+// backend.
 class Communicator;
 std::unique_ptr<Backend> make_cpu_rank_backend(const LoadedModel& model, const KvCacheShape& kv,
-                                               Communicator& comm);
+                                               Communicator& comm,
+                                               ActivationObserver* observer = nullptr);
 
 // The model split over `tensor_parallel_degree` CPU ranks, threads of this process over an
 // in-process communicator, or one rank a process when mpirun started this one

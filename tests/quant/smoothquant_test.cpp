@@ -12,12 +12,14 @@
 #include "engine/backend/cpu_backend.h"
 #include "engine/backend/cpu_smoothing_scorer.h"
 #include "engine/generate/generator.h"
+#include "engine/model/shard.h"
 #include "engine/model/weight_map.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "properties/serving_config.h"
 #include "smoothquant/cache.h"
 #include "smoothquant/calibration.h"
 #include "smoothquant/plan.h"
+#include "smoothquant/sharded_scorer.h"
 #include "smoothquant/smoothing.h"
 #include "smoothquant/smoothquant.h"
 #include "tests/support/parity_fixtures.h"
@@ -30,7 +32,8 @@ using namespace smoothquant;
 namespace fs = std::filesystem;
 
 // Token samples in [1, vocab): random-weight fixtures have no tokenizer.
-std::vector<std::vector<int32_t>> random_samples(const DecoderDesc& d, std::vector<size_t> lengths) {
+std::vector<std::vector<int32_t>> random_samples(const DecoderDesc& d,
+                                                 std::vector<size_t> lengths) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int32_t> id(1, d.vocab_size - 1);
   std::vector<std::vector<int32_t>> out;
@@ -123,9 +126,9 @@ TEST(SmoothQuantCalibration, StatisticsMatchADirectComputation) {
 
 TEST(SmoothQuantFactors, FormulaAndClamps) {
   const std::vector<float> s = smoothing_factors({4.0f, 0.0f, 9.0f}, {1.0f, 2.0f, 0.0f}, 0.5);
-  EXPECT_FLOAT_EQ(s[0], 2.0f);                             // 4^0.5 / 1^0.5
+  EXPECT_FLOAT_EQ(s[0], 2.0f);                                // 4^0.5 / 1^0.5
   EXPECT_FLOAT_EQ(s[1], std::sqrt(1e-5f) / std::sqrt(2.0f));  // act clamped to 1e-5
-  EXPECT_FLOAT_EQ(s[2], 3.0f / std::sqrt(1e-5f));          // weight clamped to 1e-5
+  EXPECT_FLOAT_EQ(s[2], 3.0f / std::sqrt(1e-5f));             // weight clamped to 1e-5
   EXPECT_FLOAT_EQ(smoothing_factors({8.0f}, {2.0f}, 1.0)[0], 8.0f);
   EXPECT_FLOAT_EQ(smoothing_factors({8.0f}, {2.0f}, 0.0)[0], 0.5f);
   EXPECT_THROW(smoothing_factors({1.0f}, {1.0f}, 1.5), Error);
@@ -237,6 +240,99 @@ TEST(SmoothQuantW8A8, SearchedAlphaHasTheLeastError) {
           << "layer " << l << " alpha " << a;
     }
   }
+}
+
+// Calibration split over two tensor-parallel ranks (CalibrationDevice::ranks; each CPU rank holds
+// its slices) against one rank, on every parity fixture that degree 2 splits: the same statistics
+// (qkv and up from rank 0, o and down joined from the ranks' columns; fp32 sums in another order,
+// so within 1e-5 of each input's largest value) and the same searched plan (alphas equal; the
+// errors and factors within 0.2%: an input that moved by 1e-6 may round to another int8) where
+// no KV head is replicated. Where degree 2 replicates the KV heads (one KV head), both ranks'
+// K / V rows count in the alpha search's sums, so only the statistics are held equal and the plan
+// is checked for being made.
+TEST(SmoothQuantCalibration, TwoRanksGiveOneRanksStatisticsAndPlan) {
+  int checked = 0;
+  for (const std::string& name : testing::parity_fixture_names()) {
+    const LoadedModel m = load_model(testing::open_parity_fixture(name).model_dir);
+    try {
+      rank_desc(m.desc, {0, 2});
+    } catch (const Error&) {
+      continue;  // degree 2 does not split this model
+    }
+    SCOPED_TRACE(name);
+    const auto samples = random_samples(m.desc, {9, 17});
+    Calibrator one(m, {}, 12, longest_sample(samples));
+    CalibrationDevice split;
+    split.ranks = 2;
+    EXPECT_EQ(split.describe(m), "cpu (fp32) x 2 ranks");
+    Calibrator two(m, split, 12, longest_sample(samples));
+    one.run(samples);
+    two.run(samples);
+    ASSERT_EQ(two.stats().size(), one.stats().size());
+    for (size_t l = 0; l < one.stats().size(); ++l)
+      for (size_t slot = 0; slot < kLinearSlots; ++slot) {
+        const InputStats &want = one.stats()[l][slot], &got = two.stats()[l][slot];
+        ASSERT_EQ(got.in, want.in) << "layer " << l << " slot " << slot;
+        EXPECT_EQ(got.tokens, want.tokens);
+        ASSERT_EQ(got.rows.size(), want.rows.size());
+        // Within 1e-5 of the input's largest |x| (the ranks add the row-parallel partial sums
+        // in another order, and the random fixtures' values grow layer by layer).
+        const float scale = *std::max_element(want.abs_max.begin(), want.abs_max.end());
+        for (size_t j = 0; j < want.abs_max.size(); ++j)
+          ASSERT_NEAR(got.abs_max[j], want.abs_max[j], 1e-5 * scale)
+              << "layer " << l << " slot " << slot << " column " << j;
+        for (size_t j = 0; j < want.rows.size(); ++j)
+          ASSERT_NEAR(got.rows[j], want.rows[j], 1e-5 * scale)
+              << "layer " << l << " row value " << j;
+      }
+    const Plan p1 = make_plan(m.desc, one.stats(), std::nullopt, one.scorer());
+    const Plan p2 = make_plan(m.desc, two.stats(), std::nullopt, two.scorer());
+    ASSERT_EQ(p2.layers.size(), p1.layers.size());
+    if (m.desc.num_kv_heads % 2 != 0) continue;  // replicated KV heads: see above
+    for (size_t l = 0; l < p1.layers.size(); ++l) {
+      EXPECT_EQ(p2.layers[l].alpha, p1.layers[l].alpha) << "layer " << l;
+      EXPECT_NEAR(p2.layers[l].error, p1.layers[l].error, 2e-3 * p1.layers[l].error);
+      for (const auto& [a, b] : {std::pair{p1.layers[l].qkv, p2.layers[l].qkv},
+                                 std::pair{p1.layers[l].up, p2.layers[l].up}})
+        for (size_t j = 0; j < a->size(); ++j)
+          ASSERT_NEAR((*b)[j], (*a)[j], 2e-3 * (*a)[j]) << "layer " << l << " column " << j;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);  // the families' fixtures that split without replicating KV heads
+}
+
+// The sharded alpha search answers only for the column-parallel projections (qkv, up); a cuda
+// calibration refuses to split (it runs on one GPU), and a rank count below 1 or one that does
+// not split the model is an error naming it.
+TEST(SmoothQuantCalibration, SplitCalibrationRefusesWhatItCannotDo) {
+  const LoadedModel m = load_model(testing::parity_dir() / "llama_mha_tied");
+  CalibrationDevice split;
+  split.ranks = 2;
+  Calibrator two(m, split, 4, 8);
+  two.run(random_samples(m.desc, {8}));
+  EXPECT_NO_THROW(two.scorer().weight_column_max(0, LinearSlot::Qkv));
+  EXPECT_THROW(two.scorer().weight_column_max(0, LinearSlot::O), Error);
+  EXPECT_THROW(two.scorer().w8a8_error(0, LinearSlot::Down, std::vector<float>(8, 1.0f)), Error);
+  const auto message = [&](const CalibrationDevice& d) {
+    try {
+      Calibrator c(m, d, 4, 8);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CalibrationDevice on_gpus = split;
+  on_gpus.cuda = true;
+  EXPECT_NE(message(on_gpus).find("one GPU"), std::string::npos) << message(on_gpus);
+  CalibrationDevice none;
+  none.ranks = 0;
+  EXPECT_NE(message(none).find("0 tensor-parallel ranks"), std::string::npos) << message(none);
+  CalibrationDevice too_many;
+  too_many.ranks = 3 * m.desc.num_heads;
+  EXPECT_NE(message(too_many).find(std::to_string(too_many.ranks)), std::string::npos)
+      << message(too_many);
+  EXPECT_THROW(ShardedScorer({}), Error);
 }
 
 // The CPU alpha search's sums against a direct computation: W diag(s) and x diag(1/s) quantized
@@ -363,7 +459,8 @@ TEST(SmoothQuantEngine, OptionQuantizeSmoothquantTakesEffect) {
   auto backend = make_cpu_backend(m, {16, 4});
   const auto expected = Generator(*backend).generate(std::span(&r, 1)).front().tokens;
   nlohmann::json stats;
-  EXPECT_EQ(engine_tokens({{"OPTION_QUANTIZE", "smoothquant"}, {"OPTION_SMOOTHQUANT_ALPHA", "0.5"},
+  EXPECT_EQ(engine_tokens({{"OPTION_QUANTIZE", "smoothquant"},
+                           {"OPTION_SMOOTHQUANT_ALPHA", "0.5"},
                            {"OPTION_SMOOTHQUANT_CALIBRATION_SAMPLES", "2"}},
                           &stats),
             expected);
@@ -377,6 +474,23 @@ TEST(SmoothQuantEngine, OptionQuantizeSmoothquantTakesEffect) {
   nlohmann::json plain;
   engine_tokens({}, &plain);
   EXPECT_TRUE(plain["quantization"].is_null());
+}
+
+// Served on the CPU at tensor-parallel degree 2, the model calibrates split as it serves: each
+// rank holds its slices (CalibrationDevice::ranks), and the stats say so.
+TEST(SmoothQuantEngine, CpuDegreeTwoCalibratesOverItsRanks) {
+  CacheDir cache;
+  nlohmann::json stats;
+  const std::vector<int32_t> tokens =
+      engine_tokens({{"OPTION_QUANTIZE", "smoothquant"},
+                     {"OPTION_TENSOR_PARALLEL_DEGREE", "2"},
+                     {"OPTION_SMOOTHQUANT_CALIBRATION_SAMPLES", "2"}},
+                    &stats);
+  EXPECT_EQ(tokens.size(), 12u);
+  const nlohmann::json& q = stats["quantization"];
+  EXPECT_EQ(q["method"], "smoothquant") << stats.dump();
+  EXPECT_EQ(q["alpha_searched"], true);
+  EXPECT_EQ(q["calibration"]["device"], "cpu (fp32) x 2 ranks") << q.dump();
 }
 
 }  // namespace
