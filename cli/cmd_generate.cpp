@@ -17,11 +17,8 @@
 
 #include "args.h"
 #include "commands.h"
+#include "device_flags.h"
 #include "quant_flags.h"
-#include "engine/backend/cpu_backend.h"
-#if LMX_HAVE_CUDA_BACKEND
-#include "engine/backend/cuda/cuda_backend.h"
-#endif
 #include "engine/core/error.h"
 #include "engine/generate/generator.h"
 #include "engine/model/model.h"
@@ -98,10 +95,7 @@ int run_generate(int argc, char** argv) {
   const std::string model_dir = args.require("--model");
   if (args.has("--prompt") == args.has("--prompt-ids"))
     throw_error("give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
-  const std::string device = args.get("--device").value_or("cpu");
-  if (device != "cpu" && device != "cuda") throw_error("--device must be cpu or cuda, got '{}'", device);
-  if (args.has("--dtype") && device == "cpu")
-    throw_error("--dtype applies to --device cuda; the CPU backend computes in fp32");
+  const DeviceChoice device = device_from_args(args);
 
   // The tokenizer is needed for --prompt and for the output text; a model directory without one
   // still runs with --prompt-ids (text is then null).
@@ -119,32 +113,13 @@ int run_generate(int argc, char** argv) {
 
   const auto load_start = std::chrono::steady_clock::now();
   const LoadedModel model = load_quantized(model_dir, quant_from_args(args));
-  const int block_size = 16;
   const int tokens = int(request.prompt.size()) + request.params.max_new_tokens;
-  const int blocks = (tokens + block_size - 1) / block_size;
   const long long degree = args.get_int("--tensor-parallel-degree").value_or(1);
   if (degree < 1 || degree > 4096)
     throw_error("--tensor-parallel-degree must be a positive rank count, got {}", degree);
-  std::unique_ptr<Backend> backend;
-  if (device == "cpu") {
-    backend = make_cpu_backend(model, {block_size, blocks}, int(degree));
-    if (!backend) return 0;  // a process of an mpirun group other than 0: the leader has finished
-  } else {
-#if LMX_HAVE_CUDA_BACKEND
-    CudaBackendOptions o;
-    o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
-    o.kv_block_size = block_size;
-    o.kv_blocks = blocks;
-    o.max_step_tokens = std::max(tokens, 16);
-    o.max_sequences = 1;
-    o.fused = model.architecture->fused_policy;
-    o.tensor_parallel_degree = int(degree);
-    backend = make_cuda_backend(model, o);
-    if (!backend) return 0;  // a process of an mpirun group other than 0
-#else
-    throw_error("--device cuda: this build has no CUDA backend (configure with CUDA)");
-#endif
-  }
+  const std::unique_ptr<Backend> backend =
+      make_one_sequence_backend(model, device, tokens, int(degree));
+  if (!backend) return 0;  // a process of an mpirun group other than 0: the leader has finished
   if (args.has("--report-load")) report_load(load_start);
   Generator generator(*backend);
   const GenerationResult result = generator.generate(std::span(&request, 1)).front();

@@ -15,11 +15,8 @@
 #include "args.h"
 #include "commands.h"
 #include "perplexity.h"
+#include "device_flags.h"
 #include "quant_flags.h"
-#include "engine/backend/cpu_backend.h"
-#if LMX_HAVE_CUDA_BACKEND
-#include "engine/backend/cuda/cuda_backend.h"
-#endif
 #include "engine/core/error.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -67,10 +64,7 @@ int run_perplexity(int argc, char** argv) {
                   {"--json", "--verbose"});
   spdlog::set_level(args.has("--verbose") ? spdlog::level::info : spdlog::level::warn);
   const std::string model_dir = args.require("--model");
-  const std::string device = args.get("--device").value_or("cpu");
-  if (device != "cpu" && device != "cuda") throw_error("--device must be cpu or cuda, got '{}'", device);
-  if (args.has("--dtype") && device == "cpu")
-    throw_error("--dtype applies to --device cuda; the CPU backend computes in fp32");
+  const DeviceChoice device = device_from_args(args);
   const QuantChoice quant = quant_from_args(args);
 
   const std::vector<std::string> paragraphs = split_paragraphs(read_text(args.require("--file")));
@@ -98,25 +92,7 @@ int run_perplexity(int argc, char** argv) {
     std::fprintf(stderr, "lmx perplexity: %zu paragraph(s) truncated to the model's context of %zu tokens\n",
                  truncated, context);
 
-  const int block_size = 16;
-  const int blocks = int((longest + block_size - 1) / block_size);
-  std::unique_ptr<Backend> backend;
-  if (device == "cpu") {
-    backend = make_cpu_backend(model, {block_size, blocks});
-  } else {
-#if LMX_HAVE_CUDA_BACKEND
-    CudaBackendOptions o;
-    o.dtype = parse_cuda_dtype(args.get("--dtype").value_or("fp16"));
-    o.kv_block_size = block_size;
-    o.kv_blocks = blocks;
-    o.max_step_tokens = int(std::max<size_t>(longest, 16));
-    o.max_sequences = 1;
-    o.fused = model.architecture->fused_policy;
-    backend = make_cuda_backend(model, o);
-#else
-    throw_error("--device cuda: this build has no CUDA backend (configure with CUDA)");
-#endif
-  }
+  const std::unique_ptr<Backend> backend = make_one_sequence_backend(model, device, int(longest));
   const bool bar = isatty(STDERR_FILENO) != 0;
   const PerplexityResult r =
       score_paragraphs(*backend, ids, bar ? draw_progress : std::function<void(size_t, size_t)>{});
