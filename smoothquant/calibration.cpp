@@ -177,8 +177,11 @@ Calibrator::Calibrator(const LoadedModel& model, const CalibrationDevice& device
         "calibration on cuda runs on one GPU; it was asked to split the model over {} "
         "ranks (sharded calibration runs on the CPU backend only)",
         ranks);
+  // The alpha search's rows are rank 0's (every rank sees the same qkv and up inputs): the other
+  // ranks keep none.
   for (int r = 0; r < ranks; ++r)
-    collectors_.push_back(std::make_unique<StatsCollector>(model.desc.num_layers, keep_rows));
+    collectors_.push_back(
+        std::make_unique<StatsCollector>(model.desc.num_layers, r == 0 ? keep_rows : 0));
   if (ranks == 1) {
     backend_ = make_calibration_backend(model, device, *collectors_[0], max_tokens);
     ranks_ = {backend_.get()};
@@ -208,6 +211,7 @@ const std::vector<LayerStats>& Calibrator::stats() const {
 }
 
 SmoothingScorer& Calibrator::scorer() {
+  if (sharded_) return *sharded_;
   std::vector<SmoothingScorer*> scorers;
   for (Backend* b : ranks_) {
     SmoothingScorer* s = b->smoothing_scorer();
@@ -216,7 +220,7 @@ SmoothingScorer& Calibrator::scorer() {
   }
   if (scorers.size() == 1) return *scorers[0];
   // The other ranks wait for the leader's next step meanwhile: their scorers run on this thread.
-  if (!sharded_) sharded_ = std::make_unique<ShardedScorer>(std::move(scorers));
+  sharded_ = std::make_unique<ShardedScorer>(std::move(scorers));
   return *sharded_;
 }
 
